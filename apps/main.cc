@@ -1,0 +1,193 @@
+// pipetwin — predict a distributed training step, then run it for real and compare.
+// Subcommands only parse arguments and call the libraries (DESIGN.md).
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedule/build.h"
+#include "schedule/csv.h"
+#include "schedule/job.h"
+#include "schedule/lower.h"
+#include "schedule/report.h"
+#include "schedule/trace.h"
+#include "sim/ascii.h"
+#include "sim/simulate.h"
+
+namespace pipetwin {
+namespace {
+
+constexpr const char* kUsage = R"(pipetwin — pipeline schedules: predict, run, compare
+
+usage:
+  pipetwin simulate JOB.yaml [--report R.json] [--trace T.json] [--ascii]
+      Predict one training step: iteration time, bubbles, in-flight microbatches per rank.
+  pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
+      Write the per-rank programs (PyTorch action syntax, one row per rank).
+  pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
+      Execute the same step for real, under mpirun (not built yet).
+  pipetwin calibrate --backend cpu|cuda JOB.yaml --out PROFILE.yaml   (not built yet)
+  pipetwin compare PREDICTED.json MEASURED.json --out DIR            (not built yet)
+  pipetwin schedules
+      List the schedule generators.
+
+Exit status: 0 success, 2 bad input (the message names the file and the field), 1 other failure.
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // --key value
+  std::vector<std::string> flags;              // --key
+};
+
+// Options that take a value; everything else starting with -- is a flag.
+Expected<Args> ParseArgs(int argc, char** argv, int first,
+                         const std::vector<std::string>& valued,
+                         const std::vector<std::string>& flags) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    bool is_valued = false;
+    for (const auto& v : valued) is_valued = is_valued || v == s;
+    bool is_flag = false;
+    for (const auto& f : flags) is_flag = is_flag || f == s;
+    if (is_valued) {
+      if (i + 1 >= argc) return Error::BadInput("option " + s + " needs a value");
+      a.options[s] = argv[++i];
+    } else if (is_flag) {
+      a.flags.push_back(s);
+    } else {
+      return Error::BadInput("unknown option " + s + " (see pipetwin --help)");
+    }
+  }
+  return a;
+}
+
+bool HasFlag(const Args& a, const std::string& f) {
+  for (const auto& x : a.flags) {
+    if (x == f) return true;
+  }
+  return false;
+}
+
+int Fail(const Error& e) {
+  std::cerr << "pipetwin: " << e.message << "\n";
+  return e.exit_status();
+}
+
+Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
+  if (a.positional.size() != 1) {
+    return Error::BadInput(std::string(cmd) + ": expected exactly one job file (see pipetwin --help)");
+  }
+  return LoadJob(a.positional[0]);
+}
+
+int CmdSimulate(int argc, char** argv) {
+  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace"}, {"--ascii"});
+  if (!a) return Fail(a.error());
+  auto job = JobFromArgs(*a, "simulate");
+  if (!job) return Fail(job.error());
+  const bool want_timeline = a->options.count("--trace") > 0 || HasFlag(*a, "--ascii");
+  auto res = Simulate(*job, want_timeline);
+  if (!res) return Fail(res.error());
+  const Report& r = res->report;
+  if (auto it = a->options.find("--report"); it != a->options.end()) {
+    if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s) return Fail(s.error());
+  }
+  if (auto it = a->options.find("--trace"); it != a->options.end()) {
+    if (Status s = WriteFileAtomic(it->second, TraceJson(res->timeline, job->path)); !s) {
+      return Fail(s.error());
+    }
+  }
+  std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job->path.c_str(),
+              r.schedule.c_str(), r.pp, r.microbatches, res->schedule.NumActions());
+  std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n",
+              r.iteration_time_ms, r.optimizer_sync ? "optimizer_sync" : "no optimizer sync",
+              r.makespan_ms, 100.0 * r.bubble_fraction);
+  std::printf("%6s %12s %8s %10s %10s\n", "rank", "busy ms", "bubble", "in-flight", "pending W");
+  for (const RankReport& k : r.ranks) {
+    std::printf("%6d %12.3f %7.2f%% %10d %10d\n", k.rank, k.compute_busy_ms,
+                100.0 * k.bubble_fraction, k.peak_inflight_microbatches,
+                k.peak_pending_weight_grads);
+  }
+  if (HasFlag(*a, "--ascii")) {
+    std::printf("\n%s", AsciiTimeline(res->timeline, res->schedule.StagesPerRank()).c_str());
+  }
+  return 0;
+}
+
+int CmdSchedule(int argc, char** argv) {
+  auto a = ParseArgs(argc, argv, 2, {"--csv", "--format"}, {});
+  if (!a) return Fail(a.error());
+  auto job = JobFromArgs(*a, "schedule");
+  if (!job) return Fail(job.error());
+  CsvFormat format = CsvFormat::kComputeOnly;
+  if (auto it = a->options.find("--format"); it != a->options.end()) {
+    if (it->second == "compute_comms") {
+      format = CsvFormat::kComputeComms;
+    } else if (it->second != "compute_only") {
+      return Fail(Error::BadInput("--format: must be compute_only or compute_comms, got '" +
+                                  it->second + "'"));
+    }
+  }
+  if (!job->microbatches) {
+    return Fail(Error::BadInput(job->path + ": microbatches: required by this version"));
+  }
+  auto s = BuildSchedule(*job, *job->microbatches);
+  if (!s) return Fail(s.error());
+  const std::string text = WriteScheduleCsv(*s, format);
+  if (auto it = a->options.find("--csv"); it != a->options.end()) {
+    if (Status st = WriteFileAtomic(it->second, text); !st) return Fail(st.error());
+  } else {
+    std::fputs(text.c_str(), stdout);
+  }
+  return 0;
+}
+
+int CmdSchedules() {
+  for (const GeneratorInfo& g : AllGenerators()) {
+    std::printf("%-18s %s\n", std::string(g.name).c_str(), std::string(g.description).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "simulate") return CmdSimulate(argc, argv);
+  if (cmd == "schedule") return CmdSchedule(argc, argv);
+  if (cmd == "schedules") return CmdSchedules();
+  if (cmd == "run" || cmd == "calibrate" || cmd == "compare" || cmd == "validate") {
+    std::fprintf(stderr, "pipetwin: %s is not built yet in this version (see README, status)\n",
+                 cmd.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "pipetwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace pipetwin
+
+int main(int argc, char** argv) {
+  try {
+    return pipetwin::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
+    return 1;
+  }
+}

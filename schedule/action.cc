@@ -1,0 +1,65 @@
+#include "schedule/action.h"
+
+#include <array>
+#include <charconv>
+
+namespace pipetwin {
+namespace {
+
+constexpr std::array<std::string_view, kNumActionKinds> kNames = {
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OPT"};
+
+bool ParseInt(std::string_view s, std::int32_t* out) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string_view KindName(ActionKind kind) { return kNames[static_cast<std::size_t>(kind)]; }
+
+std::string Action::ToString() const {
+  std::string out = std::to_string(stage);
+  out += KindName(kind);
+  if (HasMicrobatch(kind)) out += std::to_string(microbatch);
+  return out;
+}
+
+Expected<Action> Action::Parse(std::string_view text) {
+  auto fail = [&](std::string_view why) {
+    return Error::BadInput("bad action '" + std::string(text) + "': " + std::string(why) +
+                           " (allowed: <stage><KIND><microbatch> with KIND one of F, B, I, W, "
+                           "SEND_F, RECV_F, SEND_B, RECV_B, or <stage>REDUCE_GRAD, <stage>OPT)");
+  };
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0) return fail("it must start with a stage number");
+  Action a;
+  if (!ParseInt(text.substr(0, i), &a.stage)) return fail("stage number out of range");
+  std::size_t j = i;
+  while (j < text.size() && ((text[j] >= 'A' && text[j] <= 'Z') || text[j] == '_')) ++j;
+  std::string_view kind = text.substr(i, j - i);
+  bool found = false;
+  for (std::size_t k = 0; k < kNames.size(); ++k) {
+    if (kNames[k] == kind) {
+      a.kind = static_cast<ActionKind>(k);
+      found = true;
+      break;
+    }
+  }
+  if (!found) return fail("unknown kind '" + std::string(kind) + "'");
+  std::string_view rest = text.substr(j);
+  if (HasMicrobatch(a.kind)) {
+    if (rest.empty()) return fail("a microbatch number must follow the kind");
+    if (!ParseInt(rest, &a.microbatch)) return fail("bad microbatch number");
+  } else if (!rest.empty()) {
+    return fail("REDUCE_GRAD and OPT take no microbatch");
+  }
+  return a;
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,66 @@
+// action.h — the instruction vocabulary of a pipeline program.
+//
+// An Action is one step of one rank's program: `<stage><KIND><microbatch>` in PyTorch's
+// torch.distributed.pipelining syntax, e.g. "2F0" (forward of stage 2 on microbatch 0),
+// "1B3" (full backward), "0I1" (input-gradient backward), "0W1" (weight-gradient backward),
+// "3SEND_F1", "1RECV_B0". Actions without a microbatch name a whole stage (model chunk):
+// "2REDUCE_GRAD" (data-parallel gradient reduction of stage 2), "2OPT" (its optimizer step).
+//
+//   Expected<Action> a = Action::Parse("3SEND_F1");
+//   assert(a->ToString() == "3SEND_F1");
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "schedule/expected.h"
+
+namespace pipetwin {
+
+enum class ActionKind : std::uint8_t {
+  kForward,         // F
+  kBackward,        // B  (input and weight gradient together: B = I + W)
+  kBackwardInput,   // I
+  kBackwardWeight,  // W
+  kSendF,           // SEND_F: activation to the next stage
+  kRecvF,           // RECV_F: activation from the previous stage
+  kSendB,           // SEND_B: input gradient to the previous stage
+  kRecvB,           // RECV_B: gradient from the next stage
+  kReduceGrad,      // REDUCE_GRAD: data-parallel gradient reduction of one stage
+  kOptimizer,       // OPT: optimizer step of one stage
+};
+inline constexpr int kNumActionKinds = 10;
+
+// The text of a kind as it appears in an action: "F", "SEND_F", "REDUCE_GRAD", ...
+std::string_view KindName(ActionKind kind);
+
+// True for F, B, I, W and OPT: work on a rank's compute stream.
+constexpr bool IsCompute(ActionKind k) {
+  return k == ActionKind::kForward || k == ActionKind::kBackward ||
+         k == ActionKind::kBackwardInput || k == ActionKind::kBackwardWeight ||
+         k == ActionKind::kOptimizer;
+}
+// True for the pipeline point-to-point kinds.
+constexpr bool IsP2P(ActionKind k) {
+  return k == ActionKind::kSendF || k == ActionKind::kRecvF || k == ActionKind::kSendB ||
+         k == ActionKind::kRecvB;
+}
+// True where the action names a microbatch (everything but REDUCE_GRAD and OPT).
+constexpr bool HasMicrobatch(ActionKind k) {
+  return k != ActionKind::kReduceGrad && k != ActionKind::kOptimizer;
+}
+
+struct Action {
+  std::int32_t stage = 0;
+  ActionKind kind = ActionKind::kForward;
+  std::int32_t microbatch = -1;  // -1 where the kind has none
+
+  std::string ToString() const;
+  // Parses "<stage><KIND>[<microbatch>]"; the error says what was wrong and what is allowed.
+  static Expected<Action> Parse(std::string_view text);
+
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+}  // namespace pipetwin

@@ -1,0 +1,28 @@
+// csv.h — schedule CSV files: one row per rank, one action per cell (DESIGN.md).
+//
+// `compute_only` keeps F, B, I, W; `compute_comms` keeps every action (SEND/RECV,
+// REDUCE_GRAD, OPT too). An empty cell is an idle step; reading drops it. A file written by
+// WriteScheduleCsv loads back unchanged.
+//
+//   std::string text = WriteScheduleCsv(s, CsvFormat::kComputeComms);
+//   Expected<Schedule> back = ParseScheduleCsv(text, "out.csv");
+#pragma once
+
+#include <string>
+
+#include "schedule/schedule.h"
+
+namespace pipetwin {
+
+enum class CsvFormat { kComputeOnly, kComputeComms };
+
+std::string WriteScheduleCsv(const Schedule& s, CsvFormat format);
+// Placement follows from which row each stage appears in: a stage on two rows is an error.
+Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& path);
+Expected<Schedule> LoadScheduleCsv(const std::string& path);
+
+// Writes `contents` to `path` through a temporary file and a rename, so a failed run never
+// leaves a half-written file behind.
+Status WriteFileAtomic(const std::string& path, const std::string& contents);
+
+}  // namespace pipetwin

@@ -1,0 +1,182 @@
+#include "schedule/job.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "schedule/yaml_fields.h"
+
+namespace pipetwin {
+namespace {
+
+std::vector<std::string> ScheduleNames() {
+  std::vector<std::string> names;
+  for (const auto& g : AllGenerators()) names.emplace_back(g.name);
+  names.emplace_back("csv:PATH");
+  return names;
+}
+
+Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p) {
+  if (auto s = f.CheckKeys(n, "parallel", {"pp", "vpp", "dp", "tp", "sp", "cp", "zero"}); !s) {
+    return s;
+  }
+  if (!n.IsDefined() || n.IsNull()) return OkStatus();
+  struct IntField {
+    const char* key;
+    int* out;
+    long long min, max;
+  };
+  const IntField ints[] = {{"pp", &p->pp, 1, 4096},    {"vpp", &p->vpp, 1, 64},
+                           {"dp", &p->dp, 1, 65536},   {"tp", &p->tp, 1, 1024},
+                           {"cp", &p->cp, 1, 1024},    {"zero", &p->zero, 0, 3}};
+  for (const IntField& i : ints) {
+    if (!n[i.key]) continue;
+    auto v = f.Int(n[i.key], std::string("parallel.") + i.key, i.min, i.max);
+    if (!v) return v.error();
+    *i.out = static_cast<int>(*v);
+  }
+  if (n["sp"]) {
+    auto v = f.Bool(n["sp"], "parallel.sp");
+    if (!v) return v.error();
+    p->sp = *v;
+    if (p->sp && p->tp < 2) {
+      return f.At(n["sp"], "parallel.sp",
+                  "sequence parallelism splits the tensor-parallel region, so it needs tp ≥ 2 "
+                  "(got tp " + std::to_string(p->tp) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseCosts(const YamlFields& f, const YAML::Node& n, AbstractCosts* c) {
+  if (auto s = f.CheckKeys(n, "costs",
+                           {"forward_ms", "backward_input_ms", "backward_weight_ms", "p2p_ms",
+                            "optimizer_ms", "dp_reduce_ms", "sync_ms"});
+      !s) {
+    return s;
+  }
+  struct NumField {
+    const char* key;
+    double* out;
+    double min;
+  };
+  // Forward and input-gradient costs must be positive (at least one nanosecond): a step
+  // that takes no time has no bubble to measure. The others may be zero.
+  const NumField nums[] = {{"forward_ms", &c->forward_ms, 1e-6},
+                           {"backward_input_ms", &c->backward_input_ms, 1e-6},
+                           {"backward_weight_ms", &c->backward_weight_ms, 0},
+                           {"p2p_ms", &c->p2p_ms, 0},
+                           {"optimizer_ms", &c->optimizer_ms, 0},
+                           {"dp_reduce_ms", &c->dp_reduce_ms, 0},
+                           {"sync_ms", &c->sync_ms, 0}};
+  for (const NumField& x : nums) {
+    if (!n[x.key]) continue;
+    auto v = f.Number(n[x.key], std::string("costs.") + x.key, x.min, 1e9);
+    if (!v) return v.error();
+    *x.out = *v;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string JobSpec::CsvPath() const {
+  std::filesystem::path p = schedule.substr(4);
+  if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
+  return p.string();
+}
+
+GeneratorParams JobSpec::Params() const {
+  return GeneratorParams{parallel.pp, parallel.vpp, microbatches.value_or(0)};
+}
+
+Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path) {
+  YamlFields f{path};
+  JobSpec job;
+  job.path = path;
+  try {
+    job.root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Error::BadInput(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
+  }
+  const YAML::Node& root = job.root;
+  if (!root.IsMap()) return f.At(root, "(top level)", "a job file is a mapping of keys to values");
+  if (auto s = f.CheckKeys(root, "(top level)",
+                           {"schedule", "microbatches", "optimizer_sync", "parallel", "costs",
+                            "model", "training", "cluster", "execution"});
+      !s) {
+    return s.error();
+  }
+  if (!root["schedule"]) {
+    return f.At(root, "schedule", "missing (one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
+                                  "zbv, dualpipev, csv:PATH)");
+  }
+  auto sched = f.String(root["schedule"], "schedule");
+  if (!sched) return sched.error();
+  job.schedule = *sched;
+  if (!job.IsCsvSchedule() && FindGenerator(job.schedule) == nullptr) {
+    auto c = f.Choice(root["schedule"], "schedule", ScheduleNames());
+    return c.error();
+  }
+  if (job.IsCsvSchedule() && job.schedule.size() == 4) {
+    return f.At(root["schedule"], "schedule", "csv: must be followed by a file path");
+  }
+  if (root["microbatches"]) {
+    auto m = f.Int(root["microbatches"], "microbatches", 1, 1000000);
+    if (!m) return m.error();
+    job.microbatches = static_cast<int>(*m);
+  }
+  if (root["optimizer_sync"]) {
+    auto b = f.Bool(root["optimizer_sync"], "optimizer_sync");
+    if (!b) return b.error();
+    job.optimizer_sync = *b;
+  }
+  if (auto s = ParseParallel(f, root["parallel"], &job.parallel); !s) return s.error();
+  if (root["costs"]) {
+    AbstractCosts c;
+    if (auto s = ParseCosts(f, root["costs"], &c); !s) return s.error();
+    job.costs = c;
+  }
+  // yaml-cpp: assigning a missing key's node throws, so copy only what is there.
+  if (root["model"]) job.model = root["model"];
+  if (root["training"]) job.training = root["training"];
+  if (root["cluster"]) job.cluster = root["cluster"];
+  if (root["execution"]) job.execution = root["execution"];
+  if (!job.costs && !root["model"]) {
+    return f.At(root, "costs",
+                "give either costs: (abstract per-action costs) or model: with training: and "
+                "cluster:");
+  }
+  if (!job.microbatches && !root["training"]) {
+    return f.At(root, "microbatches",
+                "missing (give microbatches:, or training: with global_batch and micro_batch)");
+  }
+
+  // Chunks per rank follow from the schedule.
+  YAML::Node vpp_node;
+  if (root["parallel"] && root["parallel"]["vpp"]) vpp_node = root["parallel"]["vpp"];
+  if (job.schedule == "zbv" || job.schedule == "dualpipev") {
+    if (vpp_node && job.parallel.vpp != 2) {
+      return f.At(vpp_node, "parallel.vpp",
+                  job.schedule + " always places two chunks per rank: vpp must be 2 or left out");
+    }
+    job.parallel.vpp = 2;
+  } else if (job.schedule != "interleaved-1f1b" && !job.IsCsvSchedule() &&
+             job.parallel.vpp != 1) {
+    return f.At(vpp_node, "parallel.vpp",
+                "must be 1 for " + job.schedule +
+                    " (several chunks per rank: interleaved-1f1b, zbv, dualpipev)");
+  }
+  return job;
+}
+
+Expected<JobSpec> LoadJob(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::BadInput(path + ": cannot open the job file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ParseJob(ss.str(), path);
+}
+
+}  // namespace pipetwin

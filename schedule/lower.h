@@ -1,0 +1,34 @@
+// lower.h — passes that turn a compute-only schedule into the full per-rank programs.
+//
+// Generators emit F, B, I, W only; communication is derived here, so a send can never lack
+// its receive:
+//   - AddSendRecv: SEND_F after each F whose next stage lives on another rank, RECV_F just
+//     before each F whose previous stage does; SEND_B after each I (or B) whose previous
+//     stage lives on another rank, RECV_B before each I (or B) whose next stage does. Two
+//     chunks on the same rank exchange nothing.
+//   - AddReduceGrad: a data-parallel REDUCE_GRAD after the last W (or B) of each stage.
+//   - AddOptimizer: one OPT per stage at the end of each rank's program.
+//
+//   Schedule full = Lower(compute_only, {.reduce_grad = dp > 1, .optimizer = true});
+#pragma once
+
+#include "schedule/schedule.h"
+
+namespace pipetwin {
+
+Schedule AddSendRecv(const Schedule& s);
+Schedule AddReduceGrad(const Schedule& s);
+Schedule AddOptimizer(const Schedule& s);
+
+struct LoweringOptions {
+  bool reduce_grad = false;  // dp > 1
+  bool optimizer = true;
+};
+// Applies the passes that the schedule does not already reflect (a compute_comms CSV keeps
+// its own sends and receives).
+Schedule Lower(const Schedule& s, const LoweringOptions& opts);
+
+// Only the F, B, I, W actions: the inverse of Lower.
+Schedule ComputeOnly(const Schedule& s);
+
+}  // namespace pipetwin

@@ -1,0 +1,327 @@
+#include "schedule/validate.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace pipetwin {
+namespace {
+
+constexpr int kNone = -1;
+
+// Dense tables indexed by (kind, stage, microbatch); whole-stage kinds use microbatch 0.
+class ActionTable {
+ public:
+  ActionTable(int stages, int microbatches)
+      : stages_(stages),
+        mbs_(microbatches),
+        v_(static_cast<std::size_t>(kNumActionKinds) * static_cast<std::size_t>(stages) *
+               static_cast<std::size_t>(microbatches),
+           kNone) {}
+  int& at(ActionKind k, int stage, int mb) {
+    const std::size_t i =
+        (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages_) +
+         static_cast<std::size_t>(stage)) *
+            static_cast<std::size_t>(mbs_) +
+        static_cast<std::size_t>(std::max(mb, 0));
+    return v_[i];
+  }
+
+ private:
+  int stages_;
+  int mbs_;
+  std::vector<int> v_;
+};
+
+std::string RankStep(int r, int step) {
+  return "rank " + std::to_string(r) + ", step " + std::to_string(step);
+}
+
+Error Fail(const Schedule& s, const std::string& source, const std::string& what,
+           std::vector<std::pair<int, int>> marks) {
+  return Error::BadInput(source + ": invalid schedule: " + what + "\n" + FormatGrid(s, marks));
+}
+
+}  // namespace
+
+std::string FormatGrid(const Schedule& s, const std::vector<std::pair<int, int>>& marks) {
+  std::size_t len = 0;
+  std::size_t width = 3;
+  for (const auto& prog : s.programs) {
+    len = std::max(len, prog.size());
+    for (const Action& a : prog) width = std::max(width, a.ToString().size());
+  }
+  width += 2;  // room for the >mark<
+  constexpr std::size_t kMaxCols = 24;
+  std::size_t lo = 0;
+  std::size_t hi = len;
+  if (len > kMaxCols) {
+    std::size_t mn = len;
+    std::size_t mx = 0;
+    for (const auto& [r, st] : marks) {
+      mn = std::min(mn, static_cast<std::size_t>(st));
+      mx = std::max(mx, static_cast<std::size_t>(st));
+    }
+    if (marks.empty()) mn = mx = 0;
+    lo = mn > 4 ? mn - 4 : 0;
+    hi = std::min(len, std::max(lo + kMaxCols, mx + 5));
+    if (hi - lo > kMaxCols * 2) hi = lo + kMaxCols * 2;
+  }
+  std::ostringstream os;
+  auto pad = [&](const std::string& t) {
+    os << std::string(width > t.size() ? width - t.size() : 0, ' ') << t << ' ';
+  };
+  os << "        step";
+  for (std::size_t i = lo; i < hi; ++i) pad(std::to_string(i));
+  if (hi < len) os << " ...";
+  os << '\n';
+  for (std::size_t r = 0; r < s.programs.size(); ++r) {
+    std::string label = "rank " + std::to_string(r);
+    os << std::string(12 > label.size() ? 12 - label.size() : 0, ' ') << label;
+    const auto& prog = s.programs[r];
+    for (std::size_t i = lo; i < hi; ++i) {
+      std::string cell = i < prog.size() ? prog[i].ToString() : "";
+      const bool marked = std::find(marks.begin(), marks.end(),
+                                    std::pair<int, int>(static_cast<int>(r),
+                                                        static_cast<int>(i))) != marks.end();
+      if (marked) cell = ">" + (cell.empty() ? std::string("(end)") : cell) + "<";
+      pad(cell);
+    }
+    os << '\n';
+  }
+  return os.str();
+}
+
+Status ValidateSchedule(const Schedule& s, const std::string& source) {
+  const int S = s.num_stages;
+  const int M = s.num_microbatches;
+  if (s.num_ranks < 1 || S < 1 || M < 1 ||
+      static_cast<int>(s.stage_to_rank.size()) != S ||
+      static_cast<int>(s.programs.size()) != s.num_ranks) {
+    return Error::BadInput(source + ": invalid schedule: empty or inconsistent shape");
+  }
+  const auto rank_of = [&](int st) { return s.stage_to_rank[static_cast<std::size_t>(st)]; };
+
+  // 1. Every action is in range and on the rank that holds its stage.
+  ActionTable pos(S, M);  // step of each action on its rank
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const auto& prog = s.programs[static_cast<std::size_t>(r)];
+    for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
+      const Action& a = prog[static_cast<std::size_t>(i)];
+      if (a.stage < 0 || a.stage >= S) {
+        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + " names stage " +
+                                   std::to_string(a.stage) + ", but stages are 0.." +
+                                   std::to_string(S - 1), {{r, i}});
+      }
+      if (rank_of(a.stage) != r) {
+        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + ": stage " +
+                                   std::to_string(a.stage) + " lives on rank " +
+                                   std::to_string(rank_of(a.stage)), {{r, i}});
+      }
+      if (HasMicrobatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M)) {
+        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + ": microbatch out of 0.." +
+                                   std::to_string(M - 1), {{r, i}});
+      }
+      int& p = pos.at(a.kind, a.stage, a.microbatch);
+      if (p != kNone) {
+        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() +
+                                   " appears twice (first at step " + std::to_string(p) + ")",
+                    {{r, p}, {r, i}});
+      }
+      p = i;
+    }
+  }
+
+  // 2. Counts: F once; B once, or I and W once; one SEND and one RECV per cross-rank edge.
+  const bool comms = s.HasComms();
+  for (int st = 0; st < S; ++st) {
+    const int r = rank_of(st);
+    for (int mb = 0; mb < M; ++mb) {
+      const std::string where = "stage " + std::to_string(st) + ", microbatch " +
+                                std::to_string(mb) + " (rank " + std::to_string(r) + ")";
+      if (pos.at(ActionKind::kForward, st, mb) == kNone) {
+        return Fail(s, source, where + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(), {});
+      }
+      const int b = pos.at(ActionKind::kBackward, st, mb);
+      const int in = pos.at(ActionKind::kBackwardInput, st, mb);
+      const int w = pos.at(ActionKind::kBackwardWeight, st, mb);
+      if (b != kNone && (in != kNone || w != kNone)) {
+        return Fail(s, source, where + ": has both a full backward B and a split I/W",
+                    {{r, b}, {r, in != kNone ? in : w}});
+      }
+      if (b == kNone && (in == kNone || w == kNone)) {
+        const char* missing = in == kNone && w == kNone ? "no backward (B, or I and W)"
+                              : in == kNone            ? "a W without its I"
+                                                       : "an I without its W";
+        return Fail(s, source, where + ": " + missing,
+                    in != kNone ? std::vector<std::pair<int, int>>{{r, in}}
+                    : w != kNone ? std::vector<std::pair<int, int>>{{r, w}}
+                                 : std::vector<std::pair<int, int>>{});
+      }
+      if (!comms) continue;
+      struct Edge {
+        ActionKind kind;
+        int stage;
+        bool needed;
+      };
+      const bool down = st < S - 1 && rank_of(st + 1) != r;  // to the next stage
+      const bool up = st > 0 && rank_of(st - 1) != r;        // to the previous stage
+      const Edge edges[] = {{ActionKind::kSendF, st, down},
+                            {ActionKind::kRecvF, st, up},
+                            {ActionKind::kSendB, st, up},
+                            {ActionKind::kRecvB, st, down}};
+      for (const Edge& e : edges) {
+        const int p = pos.at(e.kind, e.stage, mb);
+        const std::string name = Action{e.stage, e.kind, mb}.ToString();
+        if (e.needed && p == kNone) {
+          return Fail(s, source, where + ": missing " + name + " (the neighbouring stage lives on another rank)", {});
+        }
+        if (!e.needed && p != kNone) {
+          return Fail(s, source, RankStep(r, p) + ": " + name + " has no peer (the neighbouring stage is on the same rank or does not exist)", {{r, p}});
+        }
+      }
+    }
+  }
+
+  // 3. Order on each rank.
+  for (int st = 0; st < S; ++st) {
+    const int r = rank_of(st);
+    auto before = [&](ActionKind ka, int sa, ActionKind kb, int sb, int mb,
+                      const char* why) -> Status {
+      const int pa = pos.at(ka, sa, mb);
+      const int pb = pos.at(kb, sb, mb);
+      if (pa == kNone || pb == kNone || pa < pb) return OkStatus();
+      const std::string na = Action{sa, ka, mb}.ToString();
+      const std::string nb = Action{sb, kb, mb}.ToString();
+      return Fail(s, source, "rank " + std::to_string(r) + ": " + nb + " (step " +
+                                 std::to_string(pb) + ") comes before " + na + " (step " +
+                                 std::to_string(pa) + "): " + why,
+                  {{r, pa}, {r, pb}});
+    };
+    int last_grad = kNone;
+    for (int mb = 0; mb < M; ++mb) {
+      const bool split = pos.at(ActionKind::kBackward, st, mb) == kNone;
+      const ActionKind ig = split ? ActionKind::kBackwardInput : ActionKind::kBackward;
+      const Status checks[] = {
+          before(ActionKind::kForward, st, ig, st, mb, "a backward needs its forward first"),
+          before(ActionKind::kBackwardInput, st, ActionKind::kBackwardWeight, st, mb,
+                 "W needs the output gradient that I receives"),
+          before(ActionKind::kRecvF, st, ActionKind::kForward, st, mb,
+                 "a forward needs its input received first"),
+          before(ActionKind::kForward, st, ActionKind::kSendF, st, mb,
+                 "a send needs the forward's output"),
+          before(ActionKind::kRecvB, st, ig, st, mb, "a backward needs its gradient received first"),
+          before(ig, st, ActionKind::kSendB, st, mb, "a send needs the backward's input gradient"),
+      };
+      for (const Status& c : checks) {
+        if (!c) return c;
+      }
+      if (st > 0 && rank_of(st - 1) == r) {
+        if (Status c = before(ActionKind::kForward, st - 1, ActionKind::kForward, st, mb,
+                              "a chunk's forward needs the previous chunk's output");
+            !c) {
+          return c;
+        }
+      }
+      if (st < S - 1 && rank_of(st + 1) == r) {
+        const bool split_next = pos.at(ActionKind::kBackward, st + 1, mb) == kNone;
+        if (Status c = before(split_next ? ActionKind::kBackwardInput : ActionKind::kBackward,
+                              st + 1, ig, st, mb,
+                              "a chunk's backward needs the next chunk's input gradient");
+            !c) {
+          return c;
+        }
+      }
+      last_grad = std::max(last_grad, pos.at(split ? ActionKind::kBackwardWeight
+                                                   : ActionKind::kBackward, st, mb));
+    }
+    const int rg = pos.at(ActionKind::kReduceGrad, st, 0);
+    const int opt = pos.at(ActionKind::kOptimizer, st, 0);
+    if (rg != kNone && rg < last_grad) {
+      return Fail(s, source, "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                                 "REDUCE_GRAD comes before the last gradient of its stage",
+                  {{r, rg}, {r, last_grad}});
+    }
+    if (opt != kNone && (opt < last_grad || (rg != kNone && opt < rg))) {
+      return Fail(s, source, "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                                 "OPT comes before its stage's gradients are complete",
+                  {{r, opt}, {r, std::max(last_grad, rg)}});
+    }
+  }
+
+  // 4. Dry run: sends never block, a receive waits for its send, a compute action waits for
+  //    its cross-rank input where the schedule carries no communication.
+  ActionTable done(S, M);  // 1 once executed
+  std::vector<std::size_t> pc(static_cast<std::size_t>(s.num_ranks), 0);
+  auto ready = [&](const Action& a) -> bool {
+    const int st = a.stage;
+    const int mb = a.microbatch;
+    switch (a.kind) {
+      case ActionKind::kRecvF:
+        return done.at(ActionKind::kSendF, st - 1, mb) != kNone;
+      case ActionKind::kRecvB:
+        return done.at(ActionKind::kSendB, st + 1, mb) != kNone;
+      case ActionKind::kForward:
+        if (comms || st == 0 || rank_of(st - 1) == rank_of(st)) return true;
+        return done.at(ActionKind::kForward, st - 1, mb) != kNone;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (comms || st == S - 1 || rank_of(st + 1) == rank_of(st)) return true;
+        return done.at(ActionKind::kBackward, st + 1, mb) != kNone ||
+               done.at(ActionKind::kBackwardInput, st + 1, mb) != kNone;
+      case ActionKind::kBackwardWeight:
+      case ActionKind::kSendF:
+      case ActionKind::kSendB:
+      case ActionKind::kReduceGrad:
+      case ActionKind::kOptimizer:
+        return true;  // local order was checked above
+    }
+    return true;
+  };
+  bool progress = true;
+  std::size_t remaining = s.NumActions();
+  while (remaining > 0 && progress) {
+    progress = false;
+    for (int r = 0; r < s.num_ranks; ++r) {
+      const auto& prog = s.programs[static_cast<std::size_t>(r)];
+      std::size_t& i = pc[static_cast<std::size_t>(r)];
+      while (i < prog.size() && ready(prog[i])) {
+        done.at(prog[i].kind, prog[i].stage, prog[i].microbatch) = 1;
+        ++i;
+        --remaining;
+        progress = true;
+      }
+    }
+  }
+  if (remaining > 0) {
+    std::string why = "deadlock: no rank can make progress";
+    std::vector<std::pair<int, int>> marks;
+    for (int r = 0; r < s.num_ranks; ++r) {
+      const auto& prog = s.programs[static_cast<std::size_t>(r)];
+      const std::size_t i = pc[static_cast<std::size_t>(r)];
+      if (i >= prog.size()) continue;
+      const Action& a = prog[i];
+      std::string waits;
+      switch (a.kind) {
+        case ActionKind::kRecvF:
+          waits = Action{a.stage - 1, ActionKind::kSendF, a.microbatch}.ToString();
+          break;
+        case ActionKind::kRecvB:
+          waits = Action{a.stage + 1, ActionKind::kSendB, a.microbatch}.ToString();
+          break;
+        case ActionKind::kForward:
+          waits = Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();
+          break;
+        default:
+          waits = "the next stage's backward of microbatch " + std::to_string(a.microbatch);
+          break;
+      }
+      why += "\n  " + RankStep(r, static_cast<int>(i)) + ": " + a.ToString() + " waits for " +
+             waits;
+      marks.emplace_back(r, static_cast<int>(i));
+    }
+    return Fail(s, source, why, marks);
+  }
+  return OkStatus();
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,36 @@
+// costs.h — what each action costs the simulator, per stage (model chunk).
+//
+// Costs do not depend on the microbatch, so a table per stage is enough. With the job's
+// abstract `costs:` every stage costs the same; the model-based cost model (models/) fills
+// the table per stage (embedding on the first, output layer and loss on the last, uneven
+// splits).
+//
+//   CostTable t = UniformCosts(job.costs.value(), schedule.num_stages);
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "schedule/job.h"
+#include "sim/sim_time.h"
+
+namespace pipetwin {
+
+struct StageTimes {
+  SimTime forward, backward_input, backward_weight, backward;  // backward: a fused B
+  SimTime send_forward;   // activation transfer to the next stage (link occupancy)
+  SimTime send_backward;  // gradient transfer to the previous stage
+  SimTime dp_reduce;      // gradient reduction over data parallelism
+  SimTime optimizer;
+  std::int64_t send_bytes = 0;       // bytes of one activation (or gradient) transfer
+  std::int64_t dp_reduce_bytes = 0;  // bytes one rank sends in its gradient reduction
+};
+
+struct CostTable {
+  std::vector<StageTimes> stages;
+  SimTime sync;  // the all-rank synchronisation before the optimizer step (optimizer_sync)
+};
+
+CostTable UniformCosts(const AbstractCosts& c, int num_stages);
+
+}  // namespace pipetwin

@@ -1,0 +1,256 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <queue>
+#include <stdexcept>
+
+namespace pipetwin {
+namespace {
+
+struct Event {
+  std::int64_t time;
+  std::uint64_t seq;
+  std::int32_t rank;
+  // Min-heap on (time, seq): earliest first, ties in insertion order.
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : seq > o.seq;
+  }
+};
+
+struct Link {
+  int to;
+  SimTime free;
+};
+
+struct RankState {
+  std::size_t pc = 0;
+  SimTime cursor;      // when the rank may issue its next action
+  SimTime coll_free;   // collective stream
+  bool passed_barrier = false;
+  bool started = false;
+  std::vector<Link> links;
+};
+
+constexpr std::int64_t kUnknown = -1;
+
+class Engine {
+ public:
+  Engine(const Schedule& s, const CostTable& c, const EngineOptions& o, SimObserver* obs)
+      : s_(s), c_(c), opts_(o), obs_(obs),
+        ranks_(static_cast<std::size_t>(s.num_ranks)),
+        arrival_(static_cast<std::size_t>(s.num_stages) *
+                     static_cast<std::size_t>(s.num_microbatches) * 2,
+                 kUnknown),
+        waiter_(arrival_.size(), -1) {
+    stats_.ranks.resize(ranks_.size());
+  }
+
+  SimStats Run() {
+    for (int r = 0; r < s_.num_ranks; ++r) Push(SimTime(), r);
+    std::int64_t last = 0;
+    while (!queue_.empty()) {
+      const Event e = queue_.top();
+      queue_.pop();
+      if (e.time < last) throw std::logic_error("simulated time ran backwards");
+      last = e.time;
+      ++stats_.events_processed;
+      Advance(e.rank, SimTime::FromNanos(e.time));
+    }
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      if (ranks_[r].pc != s_.programs[r].size()) {
+        throw std::logic_error("simulation ended with rank " + std::to_string(r) +
+                               " stuck at step " + std::to_string(ranks_[r].pc) +
+                               " (the schedule was not validated)");
+      }
+      stats_.makespan = Max(stats_.makespan, stats_.ranks[r].last_end);
+    }
+    return std::move(stats_);
+  }
+
+ private:
+  void Push(SimTime t, int rank) { queue_.push(Event{t.nanos(), seq_++, rank}); }
+
+  std::size_t Slot(int sender_stage, int mb, int dir) const {
+    return (static_cast<std::size_t>(sender_stage) * static_cast<std::size_t>(s_.num_microbatches) +
+            static_cast<std::size_t>(mb)) * 2 + static_cast<std::size_t>(dir);
+  }
+
+  Link& LinkTo(RankState& st, int to) {
+    for (Link& l : st.links) {
+      if (l.to == to) return l;
+    }
+    st.links.push_back(Link{to, SimTime()});
+    return st.links.back();
+  }
+
+  void Record(int r, const Action& a, Stream stream, SimTime start, SimTime end, int peer,
+              std::int64_t bytes) {
+    RankStats& rs = stats_.ranks[static_cast<std::size_t>(r)];
+    RankState& st = ranks_[static_cast<std::size_t>(r)];
+    if (stream == Stream::kCompute && !st.started) {
+      st.started = true;
+      rs.first_start = start;
+    }
+    if (stream != Stream::kRecv) rs.last_end = Max(rs.last_end, end);
+    ++stats_.actions;
+    if (obs_ != nullptr) {
+      obs_->OnEvent(r, TimelineEvent{a, stream, start.nanos(), end.nanos(), peer, bytes});
+    }
+  }
+
+  SimTime ComputeCost(const Action& a) const {
+    const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+    switch (a.kind) {
+      case ActionKind::kForward: return t.forward;
+      case ActionKind::kBackward: return t.backward;
+      case ActionKind::kBackwardInput: return t.backward_input;
+      case ActionKind::kBackwardWeight: return t.backward_weight;
+      case ActionKind::kOptimizer: return t.optimizer;
+      case ActionKind::kSendF:
+      case ActionKind::kRecvF:
+      case ActionKind::kSendB:
+      case ActionKind::kRecvB:
+      case ActionKind::kReduceGrad:
+        break;
+    }
+    return SimTime();
+  }
+
+  // Runs rank r's program from its program counter until it must wait for time to pass
+  // (a compute action), for a message, or for the barrier.
+  void Advance(int r, SimTime now) {
+    RankState& st = ranks_[static_cast<std::size_t>(r)];
+    RankStats& rs = stats_.ranks[static_cast<std::size_t>(r)];
+    const auto& prog = s_.programs[static_cast<std::size_t>(r)];
+    st.cursor = Max(st.cursor, now);
+    while (st.pc < prog.size()) {
+      const Action& a = prog[st.pc];
+      switch (a.kind) {
+        case ActionKind::kOptimizer:
+          if (!st.passed_barrier) {
+            st.passed_barrier = true;
+            // Gradients must be reduced before the step; with optimizer_sync every rank
+            // also waits for all the others (Megatron's grad-norm and inf/NaN check).
+            st.cursor = Max(st.cursor, st.coll_free);
+            if (opts_.optimizer_sync) {
+              barrier_time_ = Max(barrier_time_, st.cursor);
+              if (++barrier_arrived_ < s_.num_ranks) return;  // released by the last one
+              const SimTime release = barrier_time_ + c_.sync;
+              for (int q = 0; q < s_.num_ranks; ++q) {
+                if (q != r) Push(release, q);
+              }
+              st.cursor = release;
+              if (release > now) {
+                Push(release, r);
+                return;
+              }
+            }
+          }
+          [[fallthrough]];
+        case ActionKind::kForward:
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput:
+        case ActionKind::kBackwardWeight: {
+          const SimTime start = st.cursor;
+          const SimTime end = start + ComputeCost(a);
+          Record(r, a, Stream::kCompute, start, end, -1, 0);
+          rs.compute_busy += end - start;
+          st.cursor = end;
+          ++st.pc;
+          Push(end, r);
+          return;
+        }
+        case ActionKind::kSendF:
+        case ActionKind::kSendB: {
+          const bool fwd = a.kind == ActionKind::kSendF;
+          const int peer_stage = fwd ? a.stage + 1 : a.stage - 1;
+          const int peer = s_.stage_to_rank[static_cast<std::size_t>(peer_stage)];
+          const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+          Link& link = LinkTo(st, peer);
+          const SimTime start = Max(st.cursor, link.free);
+          const SimTime end = start + (fwd ? t.send_forward : t.send_backward);
+          link.free = end;
+          Record(r, a, Stream::kSend, start, end, peer, t.send_bytes);
+          rs.bytes_sent_pp += t.send_bytes;
+          const std::size_t slot = Slot(a.stage, a.microbatch, fwd ? 0 : 1);
+          arrival_[slot] = end.nanos();
+          if (waiter_[slot] >= 0) {
+            const int w = waiter_[slot];
+            waiter_[slot] = -1;
+            Push(Max(end, now), w);
+          }
+          ++st.pc;
+          break;
+        }
+        case ActionKind::kRecvF:
+        case ActionKind::kRecvB: {
+          const bool fwd = a.kind == ActionKind::kRecvF;
+          const int sender_stage = fwd ? a.stage - 1 : a.stage + 1;
+          const std::size_t slot = Slot(sender_stage, a.microbatch, fwd ? 0 : 1);
+          if (arrival_[slot] == kUnknown) {
+            waiter_[slot] = r;  // woken by the matching send
+            return;
+          }
+          const SimTime arrive = SimTime::FromNanos(arrival_[slot]);
+          const SimTime end = Max(st.cursor, arrive);
+          const int peer = s_.stage_to_rank[static_cast<std::size_t>(sender_stage)];
+          Record(r, a, Stream::kRecv, st.cursor, end, peer, 0);
+          st.cursor = end;
+          ++st.pc;
+          if (end > now) {
+            Push(end, r);
+            return;
+          }
+          break;
+        }
+        case ActionKind::kReduceGrad: {
+          const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+          const SimTime start = Max(st.cursor, st.coll_free);
+          const SimTime end = start + t.dp_reduce;
+          st.coll_free = end;
+          Record(r, a, Stream::kCollective, start, end, -1, t.dp_reduce_bytes);
+          rs.bytes_sent_dp += t.dp_reduce_bytes;
+          ++st.pc;
+          break;
+        }
+      }
+    }
+  }
+
+  const Schedule& s_;
+  const CostTable& c_;
+  EngineOptions opts_;
+  SimObserver* obs_;
+  std::vector<RankState> ranks_;
+  std::vector<std::int64_t> arrival_;
+  std::vector<int> waiter_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  std::uint64_t seq_ = 0;
+  SimTime barrier_time_;
+  int barrier_arrived_ = 0;
+  SimStats stats_;
+};
+
+}  // namespace
+
+SimStats RunEngine(const Schedule& s, const CostTable& costs, const EngineOptions& opts,
+                   SimObserver* observer) {
+  return Engine(s, costs, opts, observer).Run();
+}
+
+CostTable UniformCosts(const AbstractCosts& c, int num_stages) {
+  StageTimes t;
+  t.forward = SimTime::FromMillis(c.forward_ms);
+  t.backward_input = SimTime::FromMillis(c.backward_input_ms);
+  t.backward_weight = SimTime::FromMillis(c.backward_weight_ms);
+  t.backward = t.backward_input + t.backward_weight;
+  t.send_forward = t.send_backward = SimTime::FromMillis(c.p2p_ms);
+  t.dp_reduce = SimTime::FromMillis(c.dp_reduce_ms);
+  t.optimizer = SimTime::FromMillis(c.optimizer_ms);
+  CostTable table;
+  table.stages.assign(static_cast<std::size_t>(num_stages), t);
+  table.sync = SimTime::FromMillis(c.sync_ms);
+  return table;
+}
+
+}  // namespace pipetwin

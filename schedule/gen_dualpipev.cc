@@ -4,14 +4,17 @@
 // other, so that one's communication hides behind the other's computation; here the pair is
 // two consecutive actions, and the simulator charges them one after the other.
 //
-// Rank r's program, in phases (counts chosen so each chunk sees every microbatch once):
+// Rank r's program, in phases. Read against ZB-V (gen_zbv.cc): the warm-up is the same up to
+// the first chunk-1 backward; from there on DualPipeV pairs each forward with a backward of
+// the OTHER chunk, where ZB-V pairs it with the same chunk's.
 //   1. 2(p − r − 1) chunk-0 forwards;
 //   2. r + 1 times: chunk-0 F, chunk-1 F;
-//   3. 2(p − r − 1) times: chunk-1 I, W, F (zero bubble: the backward is split);
+//   3. p − r − 1 times: chunk-1 I, W, F (zero bubble: backward split, W right away);
 //   4. steady state, m − 2p + r + 1 times: chunk-0 F + chunk-1 B, chunk-1 F + chunk-0 B;
-//   5. r + 1 times: chunk-1 B, chunk-0 B, the later half split into I with W deferred;
-//   6. 2(p − r − 1) times: one deferred W, chunk-0 I (W deferred);
-//   7. the deferred Ws, oldest first.
+//   5. p − r − 1 times: chunk-1 B, chunk-1 F + chunk-0 B (the last chunk-1 forwards);
+//   6. r + 1 times: chunk-1 B, chunk-0 B, the later half split into I with W deferred;
+//   7. p − r − 1 times: one deferred W, chunk-0 I (W deferred);
+//   8. the deferred Ws, oldest first.
 // DeepSeek's reference needs m ≥ 2p microbatches; this order needs m ≥ 2p − 1.
 #include <algorithm>
 #include <deque>
@@ -62,7 +65,7 @@ Expected<Schedule> GenerateDualPipeV(const GeneratorParams& p) {
       F(0);
       F(1);
     }
-    for (int k = 0; k < 2 * down; ++k) {
+    for (int k = 0; k < down; ++k) {
       B(1, true);
       PopW();
       F(1);
@@ -73,12 +76,17 @@ Expected<Schedule> GenerateDualPipeV(const GeneratorParams& p) {
       F(1);
       B(0, false);
     }
+    for (int k = 0; k < down; ++k) {
+      B(1, false);
+      F(1);
+      B(0, false);
+    }
     for (int k = 0; k < r + 1; ++k) {
       const bool split = k >= (r + 1) / 2;
       B(1, split);
       B(0, split);
     }
-    for (int k = 0; k < 2 * down; ++k) {
+    for (int k = 0; k < down; ++k) {
       PopW();
       B(0, true);
     }

@@ -154,10 +154,11 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
   }
 
   // Chunks per rank follow from the schedule.
+  const bool has_vpp = root["parallel"] && root["parallel"]["vpp"];
   YAML::Node vpp_node;
-  if (root["parallel"] && root["parallel"]["vpp"]) vpp_node = root["parallel"]["vpp"];
+  if (has_vpp) vpp_node = root["parallel"]["vpp"];
   if (job.schedule == "zbv" || job.schedule == "dualpipev") {
-    if (vpp_node && job.parallel.vpp != 2) {
+    if (has_vpp && job.parallel.vpp != 2) {
       return f.At(vpp_node, "parallel.vpp",
                   job.schedule + " always places two chunks per rank: vpp must be 2 or left out");
     }

@@ -1,0 +1,204 @@
+// Simulator against closed forms and hand-worked timelines.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "schedule/report.h"
+#include "schedule/trace.h"
+#include "sim/simulate.h"
+
+namespace pipetwin {
+namespace {
+
+struct Costs {
+  double f = 1, i = 1, w = 1, p2p = 0, opt = 0, dp_reduce = 0;
+};
+
+SimResult Sim(const std::string& schedule, int pp, int m, int vpp, Costs c, bool sync = true,
+              int dp = 1) {
+  const std::string yaml =
+      "schedule: " + schedule + "\nmicrobatches: " + std::to_string(m) +
+      "\noptimizer_sync: " + (sync ? "true" : "false") + "\nparallel: {pp: " +
+      std::to_string(pp) + ", vpp: " + std::to_string(vpp) + ", dp: " + std::to_string(dp) +
+      "}\ncosts: {forward_ms: " + std::to_string(c.f) +
+      ", backward_input_ms: " + std::to_string(c.i) +
+      ", backward_weight_ms: " + std::to_string(c.w) + ", p2p_ms: " + std::to_string(c.p2p) +
+      ", optimizer_ms: " + std::to_string(c.opt) + ", dp_reduce_ms: " +
+      std::to_string(c.dp_reduce) + "}\n";
+  auto job = ParseJob(yaml, "test.yaml");
+  EXPECT_TRUE(job.ok()) << job.error().message;
+  auto r = Simulate(*job);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return std::move(*r);
+}
+
+constexpr double kEps = 1e-9;
+
+struct Shape {
+  int pp, m;
+};
+const Shape kShapes[] = {{1, 1}, {2, 2}, {2, 5}, {4, 4}, {4, 8}, {4, 13}, {8, 8}, {8, 32}, {16, 64}};
+
+TEST(ClosedForm, GpipeAnd1F1BBubbleFraction) {
+  for (const char* name : {"gpipe", "1f1b"}) {
+    for (const Shape& s : kShapes) {
+      const SimResult r = Sim(name, s.pp, s.m, 1, {1.0, 1.5, 0.5});
+      const double p = s.pp, m = s.m;
+      EXPECT_NEAR(r.report.bubble_fraction, (p - 1) / (m + p - 1), kEps)
+          << name << " pp " << s.pp << " m " << s.m;
+      EXPECT_NEAR(r.report.iteration_time_ms, (m + p - 1) * 3.0, kEps);
+    }
+  }
+}
+
+TEST(ClosedForm, InterleavedBubbleIsOneChunkPerStage) {
+  struct Case {
+    int pp, m, v;
+  };
+  for (const Case& c : {Case{2, 4, 2}, Case{4, 8, 2}, Case{4, 16, 4}, Case{8, 16, 2},
+                        Case{8, 32, 4}, Case{3, 9, 3}}) {
+    const double f = 1.0, b = 2.0;  // per chunk
+    const SimResult r = Sim("interleaved-1f1b", c.pp, c.m, c.v, {f, 1.0, 1.0});
+    const double busy = c.m * c.v * (f + b);
+    EXPECT_NEAR(r.report.iteration_time_ms - busy, (c.pp - 1) * (f + b), kEps)
+        << "pp " << c.pp << " m " << c.m << " v " << c.v;
+  }
+}
+
+TEST(ClosedForm, ZbH1BubbleTime) {
+  for (const Shape& s : kShapes) {
+    if (s.m < s.pp) continue;
+    for (Costs c : {Costs{1, 1, 1}, Costs{1.0, 1.2, 0.8}, Costs{2, 2, 1}}) {
+      const SimResult r = Sim("zb-h1", s.pp, s.m, 1, c);
+      const double busy = s.m * (c.f + c.i + c.w);
+      EXPECT_NEAR(r.report.iteration_time_ms - busy, (s.pp - 1) * (c.f + c.i - c.w), 1e-6)
+          << "pp " << s.pp << " m " << s.m << " F " << c.f << " I " << c.i << " W " << c.w;
+    }
+  }
+}
+
+TEST(ClosedForm, ZbH2BubbleTimeWithoutOptimizerSync) {
+  for (const Shape& s : kShapes) {
+    if (s.m < 2 * s.pp - 1) continue;
+    for (Costs c : {Costs{1, 1, 1}, Costs{1.5, 1.5, 1.0}}) {
+      const SimResult r = Sim("zb-h2", s.pp, s.m, 1, c, /*sync=*/false);
+      const double busy = s.m * (c.f + c.i + c.w);
+      EXPECT_NEAR(r.report.iteration_time_ms - busy, (s.pp - 1) * (c.f + c.i - 2 * c.w), 1e-6)
+          << "pp " << s.pp << " m " << s.m;
+    }
+  }
+  // F = I = W with enough microbatches: no bubble at all.
+  const SimResult r = Sim("zb-h2", 4, 8, 1, {1, 1, 1}, false);
+  EXPECT_NEAR(r.report.bubble_fraction, 0.0, kEps);
+}
+
+TEST(ClosedForm, ZbvBeatsZbH1AndDualPipeVIsNoWorse) {
+  for (const Shape& s : kShapes) {
+    if (s.m < 2 * s.pp) continue;
+    const SimResult h1 = Sim("zb-h1", s.pp, s.m, 1, {1, 1, 1});
+    const SimResult zbv = Sim("zbv", s.pp, s.m, 2, {0.5, 0.5, 0.5});
+    const SimResult dpv = Sim("dualpipev", s.pp, s.m, 2, {0.5, 0.5, 0.5});
+    if (s.pp > 1) {
+      EXPECT_LT(zbv.report.iteration_time_ms, h1.report.iteration_time_ms)
+          << "pp " << s.pp << " m " << s.m;
+    }
+    EXPECT_LE(dpv.report.iteration_time_ms, h1.report.iteration_time_ms + kEps)
+        << "pp " << s.pp << " m " << s.m;
+  }
+}
+
+TEST(Inflight, PeaksPerRank) {
+  for (const Shape& s : kShapes) {
+    const SimResult g = Sim("gpipe", s.pp, s.m, 1, {});
+    const SimResult a = Sim("1f1b", s.pp, s.m, 1, {});
+    const SimResult h1 = Sim("zb-h1", s.pp, s.m, 1, {});
+    for (int r = 0; r < s.pp; ++r) {
+      EXPECT_EQ(g.report.ranks[static_cast<std::size_t>(r)].peak_inflight_microbatches, s.m);
+      EXPECT_EQ(a.report.ranks[static_cast<std::size_t>(r)].peak_inflight_microbatches,
+                std::min(s.pp - r, s.m));
+      EXPECT_EQ(h1.report.ranks[static_cast<std::size_t>(r)].peak_inflight_microbatches,
+                std::min(s.pp - r, s.m));
+      // W lags r microbatches behind I, so r + 1 weight gradients wait at the peak.
+      EXPECT_EQ(h1.report.ranks[static_cast<std::size_t>(r)].peak_pending_weight_grads,
+                std::min(r + 1, s.m));
+    }
+    if (s.m >= 2 * s.pp - 1) {
+      const SimResult h2 = Sim("zb-h2", s.pp, s.m, 1, {});
+      for (int r = 0; r < s.pp; ++r) {
+        EXPECT_EQ(h2.report.ranks[static_cast<std::size_t>(r)].peak_inflight_microbatches,
+                  2 * (s.pp - r) - 1);
+      }
+    }
+  }
+}
+
+// pp 2, m 2, 1F1B, F = 1, B = 2 (I = 1.5, W = 0.5), worked by hand:
+//   rank 1: F0 [1,2]  B0 [2,4]  F1 [4,5]  B1 [5,7]
+//   rank 0: F0 [0,1]  F1 [1,2]  B0 [4,6]  B1 [7,9]
+TEST(HandWorked, OneF1BTwoRanks) {
+  const SimResult r = Sim("1f1b", 2, 2, 1, {1.0, 1.5, 0.5});
+  EXPECT_DOUBLE_EQ(r.report.iteration_time_ms, 9.0);
+  const auto& r0 = r.timeline.events[0];
+  std::vector<std::pair<std::string, std::int64_t>> compute;
+  for (const auto& e : r0) {
+    if (e.stream == Stream::kCompute) compute.emplace_back(e.action.ToString(), e.start_ns);
+  }
+  const std::vector<std::pair<std::string, std::int64_t>> want = {
+      {"0F0", 0}, {"0F1", 1'000'000}, {"0B0", 4'000'000}, {"0B1", 7'000'000}, {"0OPT", 9'000'000}};
+  EXPECT_EQ(compute, want);
+  EXPECT_NEAR(r.report.ranks[0].bubble_fraction, 1.0 - 6.0 / 9.0, kEps);
+}
+
+// pp 2, m 1 with p2p d: F0 [0,1], transfer [1,1+d], F [1+d,2+d], B [2+d,4+d], transfer
+// back, B [4+2d, 6+2d].
+TEST(HandWorked, PointToPointLatency) {
+  const SimResult r = Sim("1f1b", 2, 1, 1, {1.0, 1.0, 1.0, 0.25});
+  EXPECT_NEAR(r.report.iteration_time_ms, 6.5, kEps);
+}
+
+// pp 4, m 8 ZB-H2 with F = I = W = 1 and synchronised optimizer steps: the parallelogram's
+// skew shows as the makespan: rank 3 starts at 3 and the last rank ends at 3 + 24.
+TEST(HandWorked, ZbH2MakespanVersusIterationTime) {
+  const SimResult sync = Sim("zb-h2", 4, 8, 1, {1, 1, 1}, true);
+  const SimResult nosync = Sim("zb-h2", 4, 8, 1, {1, 1, 1}, false);
+  EXPECT_NEAR(nosync.report.iteration_time_ms, 24.0, kEps);
+  EXPECT_NEAR(sync.report.iteration_time_ms, sync.report.makespan_ms, kEps);
+  EXPECT_NEAR(sync.report.makespan_ms, 27.0, kEps);
+}
+
+TEST(Optimizer, SyncWaitsForTheSlowestRankAndReduction) {
+  // 1F1B pp 2 m 2 as above (9 ms), optimizer 0.5 ms, dp reduction 3 ms per chunk: rank 1
+  // finishes B1 at 7, its reduction at 10; rank 0 at 9 and 12. With sync, both step at 12.
+  const SimResult r = Sim("1f1b", 2, 2, 1, {1.0, 1.5, 0.5, 0, 0.5, 3.0}, true, 2);
+  EXPECT_NEAR(r.report.iteration_time_ms, 12.5, kEps);
+  const SimResult n = Sim("1f1b", 2, 2, 1, {1.0, 1.5, 0.5, 0, 0.5, 3.0}, false, 2);
+  EXPECT_NEAR(n.report.iteration_time_ms, 12.5, kEps);  // rank 0: 0 .. 12.5
+  EXPECT_NEAR(n.report.ranks[1].span_ms, 10.5 - 1.0, kEps);
+}
+
+TEST(Determinism, SameJobSameBytes) {
+  for (const char* name : {"1f1b", "zb-h2", "zbv", "dualpipev"}) {
+    const int vpp = std::string(name) == "zbv" || std::string(name) == "dualpipev" ? 2 : 1;
+    const SimResult a = Sim(name, 4, 16, vpp, {1.0, 1.3, 0.7, 0.1});
+    const SimResult b = Sim(name, 4, 16, vpp, {1.0, 1.3, 0.7, 0.1});
+    EXPECT_EQ(ReportToJson(a.report), ReportToJson(b.report));
+    EXPECT_EQ(TraceJson(a.timeline, "t"), TraceJson(b.timeline, "t"));
+  }
+}
+
+TEST(Trace, HasOneFlowPerTransfer) {
+  const SimResult r = Sim("1f1b", 4, 8, 1, {1, 1, 1, 0.1});
+  const std::string t = TraceJson(r.timeline, "t");
+  std::size_t sends = 0, starts = 0, finishes = 0;
+  for (std::size_t p = 0; (p = t.find("\"ph\":\"s\"", p)) != std::string::npos; ++p) ++starts;
+  for (std::size_t p = 0; (p = t.find("\"ph\":\"f\"", p)) != std::string::npos; ++p) ++finishes;
+  for (std::size_t p = 0; (p = t.find("SEND_", p)) != std::string::npos; ++p) ++sends;
+  // 3 links × 8 microbatches × 2 directions.
+  EXPECT_EQ(starts, 48u);
+  EXPECT_EQ(finishes, 48u);
+  EXPECT_EQ(sends, 48u * 2);  // name and cat of each send slice
+}
+
+}  // namespace
+}  // namespace pipetwin

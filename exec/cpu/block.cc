@@ -1,0 +1,99 @@
+#include "exec/cpu/block.h"
+
+#include <cassert>
+
+namespace pipetwin::cpu {
+
+Tensor ReduceFromTpRegion(Tensor partial, const TpContext& tp) {
+  if (tp.cfg.size == 1) return partial;
+  assert(tp.comm != nullptr && tp.comm->size() == tp.cfg.size);
+  if (!tp.cfg.sequence_parallel) {
+    tp.comm->AllReduceSum(partial.span());
+    return partial;
+  }
+  Tensor local(*partial.accountant(), MemCategory::kWorkspace, partial.rows() / tp.cfg.size,
+               partial.cols());
+  tp.comm->ReduceScatterSum(partial.span(), local.span());
+  return local;
+}
+
+Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
+  if (tp.cfg.size == 1 || !tp.cfg.sequence_parallel) return local;
+  assert(tp.comm != nullptr && tp.comm->size() == tp.cfg.size);
+  Tensor full(*local.accountant(), MemCategory::kWorkspace, local.rows() * tp.cfg.size,
+              local.cols());
+  tp.comm->AllGather(local.span(), full.span());
+  return full;
+}
+
+TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
+                                   const TpContext& tp)
+    : tp_(tp) {
+  const LocalDims d = MakeLocalDims(model, tp.cfg);
+  ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
+  ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
+  qkv_ = Linear(p.qkv_w, p.qkv_b);
+  fc1_ = Linear(p.fc1_w, p.fc1_b);
+  // Row-parallel: bias after the reduction; its gradient from this rank's rows of dy (all rows
+  // without SP, where every rank then holds the same full gradient).
+  Linear::Options row_parallel;
+  row_parallel.bias_in_forward = false;
+  row_parallel.bias_row_begin = d.row_begin;
+  row_parallel.bias_rows = d.rows;
+  proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
+  fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
+  attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+}
+
+Tensor TransformerBlock::Forward(const Tensor& x, Saved* s) const {
+  // Attention half.
+  Tensor a = ln1_.Forward(x, &s->ln1);
+  a = GatherToTpRegion(std::move(a), tp_);
+  a = qkv_.Forward(std::move(a), &s->qkv);
+  a = attn_.Forward(std::move(a), &s->attn);
+  a = proj_.Forward(std::move(a), &s->proj);
+  Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
+  proj_.AddBias(x1);
+  x1.mat() += x.mat();
+  // MLP half.
+  Tensor m = ln2_.Forward(x1, &s->ln2);
+  m = GatherToTpRegion(std::move(m), tp_);
+  m = fc1_.Forward(std::move(m), &s->fc1);
+  m = gelu_.Forward(std::move(m), &s->gelu);
+  m = fc2_.Forward(std::move(m), &s->fc2);
+  Tensor y = ReduceFromTpRegion(std::move(m), tp_);
+  fc2_.AddBias(y);
+  y.mat() += x1.mat();
+  return y;
+}
+
+Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
+  // MLP half: dy reaches fc2's output (kept for W) and, through the residual, x1.
+  Tensor g = GatherToTpRegion(Copy(dy), tp_);
+  g = fc2_.BackwardInput(std::move(g), &s->fc2);
+  g = gelu_.BackwardInput(g, &s->gelu);
+  g = fc1_.BackwardInput(std::move(g), &s->fc1);
+  g = ReduceFromTpRegion(std::move(g), tp_);
+  Tensor dx1 = ln2_.BackwardInput(g, &s->ln2);
+  dx1.mat() += dy.mat();
+  // Attention half.
+  Tensor a = GatherToTpRegion(Copy(dx1), tp_);
+  a = proj_.BackwardInput(std::move(a), &s->proj);
+  a = attn_.BackwardInput(a, &s->attn);
+  a = qkv_.BackwardInput(std::move(a), &s->qkv);
+  a = ReduceFromTpRegion(std::move(a), tp_);
+  Tensor dx = ln1_.BackwardInput(a, &s->ln1);
+  dx.mat() += dx1.mat();
+  return dx;
+}
+
+void TransformerBlock::BackwardWeight(Saved* s) const {
+  fc2_.BackwardWeight(&s->fc2);
+  fc1_.BackwardWeight(&s->fc1);
+  proj_.BackwardWeight(&s->proj);
+  qkv_.BackwardWeight(&s->qkv);
+  ln2_.BackwardWeight(&s->ln2);
+  ln1_.BackwardWeight(&s->ln1);
+}
+
+}  // namespace pipetwin::cpu

@@ -1,0 +1,80 @@
+// block.h — one pre-LayerNorm GPT transformer block, Megatron tensor/sequence parallel.
+//
+//   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads)
+//        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► + x ═► x1
+//   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
+//        ─► + x1 ═► y
+//
+// [f] and [g] are Megatron's conjugate region operators over the TP group:
+//   without SP: f = identity forward / all-reduce backward; g = all-reduce forward / identity
+//               backward; LayerNorms and residuals see all N rows on every rank.
+//   with SP:    f = all-gather (along the sequence) forward / reduce-scatter backward; g =
+//               reduce-scatter forward / all-gather backward; LayerNorms and residuals see
+//               this rank's N / tp rows.
+// All collectives happen in Forward and BackwardInput; BackwardWeight never communicates (the
+// column-parallel linears keep the gathered input, the row-parallel ones the gathered output
+// gradient).
+//
+//   TransformerBlock block(params, model, tp, comm);   // comm may be null when tp.size == 1
+//   TransformerBlock::Saved s;
+//   Tensor y = block.Forward(x, &s);
+//   Tensor dx = block.BackwardInput(dy, &s);
+//   block.BackwardWeight(&s);
+#pragma once
+
+#include "exec/cpu/collectives.h"
+#include "exec/cpu/config.h"
+#include "exec/cpu/layers.h"
+
+namespace pipetwin::cpu {
+
+// The TP group as the layers see it; comm may be null when cfg.size == 1.
+struct TpContext {
+  TpConfig cfg;
+  Collectives* comm = nullptr;
+};
+
+// Megatron's f (backward) / g (forward) reduction: partial sums [N, c] → all-reduced [N, c]
+// without SP, reduce-scattered [N / tp, c] with SP; unchanged when tp == 1.
+Tensor ReduceFromTpRegion(Tensor partial, const TpContext& tp);
+// Megatron's f (forward) / g (backward) entry: [rows, c] → [N, c] (all-gather under SP;
+// unchanged otherwise).
+Tensor GatherToTpRegion(Tensor local, const TpContext& tp);
+
+struct BlockParams {
+  ParamRef ln1_g, ln1_b;
+  ParamRef qkv_w, qkv_b;    // column-parallel, [h, 3h/tp] as [Q | K | V] of this rank's heads
+  ParamRef proj_w, proj_b;  // row-parallel [h/tp, h]; bias replicated
+  ParamRef ln2_g, ln2_b;
+  ParamRef fc1_w, fc1_b;  // column-parallel [h, ffn/tp]
+  ParamRef fc2_w, fc2_b;  // row-parallel [ffn/tp, h]; bias replicated
+};
+
+class TransformerBlock {
+ public:
+  struct Saved {
+    LayerNorm::Saved ln1;
+    Linear::Saved qkv;
+    CausalSelfAttention::Saved attn;
+    Linear::Saved proj;
+    LayerNorm::Saved ln2;
+    Linear::Saved fc1;
+    Gelu::Saved gelu;
+    Linear::Saved fc2;
+  };
+
+  TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp);
+
+  Tensor Forward(const Tensor& x, Saved* s) const;         // [rows, h] → [rows, h]
+  Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [rows, h] → [rows, h]
+  void BackwardWeight(Saved* s) const;
+
+ private:
+  TpContext tp_;
+  LayerNorm ln1_, ln2_;
+  Linear qkv_, proj_, fc1_, fc2_;
+  CausalSelfAttention attn_;
+  Gelu gelu_;
+};
+
+}  // namespace pipetwin::cpu

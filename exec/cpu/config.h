@@ -1,0 +1,72 @@
+// config.h — the plain description of the CPU backend's GPT model and of one rank's share of it.
+//
+//   ModelConfig model;                       // small default: one step well under 1 s on 1 core
+//   model.layers = 8;
+//   ChunkSpec stage1{.first_layer = 4, .num_layers = 4, .first = false, .last = true};
+//   TpConfig tp{.size = 2, .rank = 1, .sequence_parallel = true};
+//   if (auto err = Validate(model, stage1, tp)) return Error::BadInput(*err);
+//
+// Activation layout: a microbatch's activations are a [tokens, hidden] row-major matrix whose
+// rows are ordered sequence-major, row = t * micro_batch + b (Megatron's [s, b, h]). Tokens and
+// labels are [micro_batch, seq_len] int32 (row-major, b-major). Under sequence parallelism
+// tensor-parallel rank r holds the contiguous rows [r * N / tp, (r + 1) * N / tp), N =
+// micro_batch * seq_len, i.e. sequence positions [r * seq_len / tp, (r + 1) * seq_len / tp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace pipetwin::cpu {
+
+struct ModelConfig {
+  int layers = 4;
+  int hidden = 64;
+  int ffn_hidden = 256;
+  int heads = 4;
+  int vocab = 128;
+  int seq_len = 64;
+  int micro_batch = 2;
+  std::uint64_t seed = 1234;  // parameter initialisation
+  float init_std = 0.02f;     // weights ~ N(0, init_std); LayerNorm gamma = 1; biases = 0
+  float layernorm_eps = 1e-5f;
+};
+
+// A contiguous range of transformer blocks forming one pipeline stage (model chunk).
+// `first` adds the token + position embedding in front, `last` the final LayerNorm, output
+// layer and loss behind.
+struct ChunkSpec {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool first = true;
+  bool last = true;
+};
+
+// Megatron tensor parallelism inside one chunk, from one rank's point of view.
+struct TpConfig {
+  int size = 1;
+  int rank = 0;
+  bool sequence_parallel = false;
+};
+
+// Returns a message naming the offending field, or nothing when the combination is valid.
+std::optional<std::string> Validate(const ModelConfig& model, const ChunkSpec& chunk,
+                                    const TpConfig& tp);
+
+// Per-rank sizes derived from the configuration (all in elements).
+struct LocalDims {
+  std::int64_t batch = 0;         // micro_batch
+  std::int64_t seq = 0;           // seq_len
+  std::int64_t tokens = 0;        // N = micro_batch * seq_len
+  std::int64_t rows = 0;          // tokens this rank holds outside the TP region (N or N / tp)
+  std::int64_t row_begin = 0;     // first of those rows
+  std::int64_t hidden = 0;        // h
+  std::int64_t hidden_local = 0;  // h / tp (width of this rank's heads)
+  std::int64_t heads_local = 0;   // heads / tp
+  std::int64_t head_dim = 0;      // h / heads
+  std::int64_t ffn_local = 0;     // ffn_hidden / tp
+  std::int64_t vocab = 0;
+};
+LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp);
+
+}  // namespace pipetwin::cpu

@@ -1,0 +1,296 @@
+#include "exec/cpu/layers.h"
+
+#include <cassert>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+namespace pipetwin::cpu {
+
+namespace {
+
+using RowVecMap = Eigen::Map<Eigen::RowVectorXf>;
+using StridedMap = Eigen::Map<RowMatrix<float>, 0, Eigen::OuterStride<>>;
+using ConstStridedMap = Eigen::Map<const RowMatrix<float>, 0, Eigen::OuterStride<>>;
+
+Tensor NewLike(const Tensor& like, Index rows, Index cols) {
+  assert(like.accountant() != nullptr);
+  return Tensor(*like.accountant(), MemCategory::kWorkspace, rows, cols);
+}
+
+}  // namespace
+
+Tensor Copy(const Tensor& t) {
+  Tensor c = NewLike(t, t.rows(), t.cols());
+  c.mat() = t.mat();
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+Tensor Linear::Forward(Tensor x, Saved* s) const {
+  assert(x.cols() == w_.rows);
+  Tensor y = NewLike(x, x.rows(), w_.cols);
+  y.mat().noalias() = x.mat() * w_.w();
+  if (opt_.bias_in_forward) AddBias(y);
+  s->x = Keep(std::move(x));
+  return y;
+}
+
+void Linear::AddBias(Tensor& y) const {
+  if (b_.empty()) return;
+  y.mat().rowwise() += RowVecMap(b_.value, b_.cols);
+}
+
+Tensor Linear::BackwardInput(Tensor dy, Saved* s) const {
+  assert(dy.cols() == w_.cols);
+  Tensor dx = NewLike(dy, dy.rows(), w_.rows);
+  dx.mat().noalias() = dy.mat() * w_.w().transpose();
+  s->dy = Keep(std::move(dy));
+  return dx;
+}
+
+void Linear::BackwardWeight(Saved* s) const {
+  assert(!s->x.empty() && !s->dy.empty());
+  w_.g().noalias() += s->x.mat().transpose() * s->dy.mat();
+  if (!b_.empty()) {
+    const Index n = opt_.bias_rows < 0 ? s->dy.rows() : opt_.bias_rows;
+    RowVecMap(b_.grad, b_.cols) += s->dy.mat().middleRows(opt_.bias_row_begin, n).colwise().sum();
+  }
+  s->x.Reset();
+  s->dy.Reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+Tensor LayerNorm::Forward(const Tensor& x, Saved* s) const {
+  const Index n = x.rows();
+  const Index h = x.cols();
+  Tensor y = NewLike(x, n, h);
+  Tensor xhat = NewLike(x, n, h);
+  Tensor rstd = NewLike(x, n, 1);
+  const auto gamma = RowVecMap(gamma_.value, h);
+  const auto beta = RowVecMap(beta_.value, h);
+  const float inv_h = 1.0f / static_cast<float>(h);
+  for (Index i = 0; i < n; ++i) {
+    const auto row = x.mat().row(i);
+    const float mean = row.sum() * inv_h;
+    const float var = (row.array() - mean).square().sum() * inv_h;
+    const float r = 1.0f / std::sqrt(var + eps_);
+    rstd.data()[i] = r;
+    xhat.mat().row(i) = (row.array() - mean) * r;
+    y.mat().row(i) = xhat.mat().row(i).cwiseProduct(gamma) + beta;
+  }
+  s->xhat = Keep(std::move(xhat));
+  s->rstd = Keep(std::move(rstd));
+  return y;
+}
+
+Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
+  const Index n = dy.rows();
+  const Index h = dy.cols();
+  assert(s->xhat.rows() == n && s->xhat.cols() == h);
+  Tensor dx = NewLike(dy, n, h);
+  const auto gamma = RowVecMap(gamma_.value, h);
+  const float inv_h = 1.0f / static_cast<float>(h);
+  Eigen::RowVectorXf dxhat(h);
+  for (Index i = 0; i < n; ++i) {
+    const auto xh = s->xhat.mat().row(i);
+    dxhat = dy.mat().row(i).cwiseProduct(gamma);
+    const float mean_d = dxhat.sum() * inv_h;
+    const float mean_dx = dxhat.dot(xh) * inv_h;
+    dx.mat().row(i) = s->rstd.data()[i] * (dxhat.array() - mean_d - xh.array() * mean_dx);
+  }
+  RowVecMap(gamma_.grad, h) += dy.mat().cwiseProduct(s->xhat.mat()).colwise().sum();
+  RowVecMap(beta_.grad, h) += dy.mat().colwise().sum();
+  s->xhat.Reset();
+  s->rstd.Reset();
+  return dx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal self-attention
+
+Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s) const {
+  const Index hl = heads_ * head_dim_;
+  const Index n = batch_ * seq_;
+  assert(qkv.rows() == n && qkv.cols() == 3 * hl);
+  Tensor out = NewLike(qkv, n, hl);
+  Tensor probs = NewLike(qkv, batch_ * heads_ * seq_, seq_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  const Eigen::OuterStride<> qkv_stride(batch_ * 3 * hl);
+  const Eigen::OuterStride<> out_stride(batch_ * hl);
+  for (Index b = 0; b < batch_; ++b) {
+    for (Index hd = 0; hd < heads_; ++hd) {
+      const float* base = qkv.data() + b * 3 * hl + hd * head_dim_;
+      ConstStridedMap q(base, seq_, head_dim_, qkv_stride);
+      ConstStridedMap k(base + hl, seq_, head_dim_, qkv_stride);
+      ConstStridedMap v(base + 2 * hl, seq_, head_dim_, qkv_stride);
+      MatMap p(probs.data() + (b * heads_ + hd) * seq_ * seq_, seq_, seq_);
+      p.noalias() = q * k.transpose();
+      for (Index i = 0; i < seq_; ++i) {
+        auto row = p.row(i).head(i + 1);
+        row *= scale;
+        const float m = row.maxCoeff();
+        row = (row.array() - m).exp();
+        row /= row.sum();
+        p.row(i).tail(seq_ - i - 1).setZero();
+      }
+      StridedMap o(out.data() + b * hl + hd * head_dim_, seq_, head_dim_, out_stride);
+      o.noalias() = p * v;
+    }
+  }
+  s->qkv = Keep(std::move(qkv));
+  s->probs = Keep(std::move(probs));
+  return out;
+}
+
+Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
+  const Index hl = heads_ * head_dim_;
+  const Index n = batch_ * seq_;
+  assert(dout.rows() == n && dout.cols() == hl);
+  Tensor dqkv = NewLike(dout, n, 3 * hl);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  const Eigen::OuterStride<> qkv_stride(batch_ * 3 * hl);
+  const Eigen::OuterStride<> out_stride(batch_ * hl);
+  RowMatrix<float> dp(seq_, seq_);
+  for (Index b = 0; b < batch_; ++b) {
+    for (Index hd = 0; hd < heads_; ++hd) {
+      const Index off = b * 3 * hl + hd * head_dim_;
+      ConstStridedMap q(s->qkv.data() + off, seq_, head_dim_, qkv_stride);
+      ConstStridedMap k(s->qkv.data() + off + hl, seq_, head_dim_, qkv_stride);
+      ConstStridedMap v(s->qkv.data() + off + 2 * hl, seq_, head_dim_, qkv_stride);
+      StridedMap dq(dqkv.data() + off, seq_, head_dim_, qkv_stride);
+      StridedMap dk(dqkv.data() + off + hl, seq_, head_dim_, qkv_stride);
+      StridedMap dv(dqkv.data() + off + 2 * hl, seq_, head_dim_, qkv_stride);
+      ConstStridedMap dout_bh(dout.data() + b * hl + hd * head_dim_, seq_, head_dim_, out_stride);
+      ConstMatMap p(s->probs.data() + (b * heads_ + hd) * seq_ * seq_, seq_, seq_);
+      dv.noalias() = p.transpose() * dout_bh;
+      dp.noalias() = dout_bh * v.transpose();
+      // dS = P * (dP - rowsum(dP * P)), scaled back through the 1/sqrt(d) of the scores.
+      for (Index i = 0; i < seq_; ++i) {
+        const float dot = p.row(i).dot(dp.row(i));
+        dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dot) * scale).matrix();
+      }
+      dq.noalias() = dp * k;
+      dk.noalias() = dp.transpose() * q;
+    }
+  }
+  s->qkv.Reset();
+  s->probs.Reset();
+  return dqkv;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GeLU
+
+namespace {
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+}  // namespace
+
+Tensor Gelu::Forward(Tensor x, Saved* s) const {
+  Tensor y = NewLike(x, x.rows(), x.cols());
+  const float* in = x.data();
+  float* out = y.data();
+  for (Index i = 0; i < x.size(); ++i) {
+    const float v = in[i];
+    out[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
+  }
+  s->x = Keep(std::move(x));
+  return y;
+}
+
+Tensor Gelu::BackwardInput(const Tensor& dy, Saved* s) const {
+  assert(dy.size() == s->x.size());
+  Tensor dx = NewLike(dy, dy.rows(), dy.cols());
+  const float* in = s->x.data();
+  for (Index i = 0; i < dy.size(); ++i) {
+    const float v = in[i];
+    const float t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
+    const float d =
+        0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+    dx.data()[i] = dy.data()[i] * d;
+  }
+  s->x.Reset();
+  return dx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+Tensor Embedding::Forward(std::span<const std::int32_t> tokens, Saved* s, Accountant& acc) const {
+  if (static_cast<Index>(tokens.size()) != batch_ * seq_) {
+    throw std::invalid_argument("embedding: expected " + std::to_string(batch_ * seq_) +
+                                " tokens, got " + std::to_string(tokens.size()));
+  }
+  const Index h = tok_.cols;
+  Tensor y(acc, MemCategory::kWorkspace, rows_, h);
+  IntTensor saved(acc, MemCategory::kActivations, rows_, 1);
+  for (Index i = 0; i < rows_; ++i) {
+    const Index g = row_begin_ + i;
+    const Index t = g / batch_;
+    const Index b = g % batch_;
+    const std::int32_t tok = tokens[static_cast<std::size_t>(b * seq_ + t)];
+    if (tok < 0 || tok >= tok_.rows) {
+      throw std::out_of_range("embedding: token " + std::to_string(tok) + " outside vocab of " +
+                              std::to_string(tok_.rows));
+    }
+    saved.data()[i] = tok;
+    y.mat().row(i) = tok_.w().row(tok) + pos_.w().row(t);
+  }
+  s->tokens = std::move(saved);
+  return y;
+}
+
+void Embedding::BackwardInput(Tensor dy, Saved* s) const {
+  assert(dy.rows() == rows_);
+  s->dy = Keep(std::move(dy));
+}
+
+void Embedding::BackwardWeight(Saved* s) const {
+  for (Index i = 0; i < rows_; ++i) {
+    const Index t = (row_begin_ + i) / batch_;
+    tok_.g().row(s->tokens.data()[i]) += s->dy.mat().row(i);
+    pos_.g().row(t) += s->dy.mat().row(i);
+  }
+  s->tokens.Reset();
+  s->dy.Reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax cross-entropy
+
+double SoftmaxCrossEntropy::Forward(Tensor logits, std::span<const std::int32_t> labels,
+                                    float grad_scale, Saved* s) const {
+  if (static_cast<Index>(labels.size()) != batch_ * seq_) {
+    throw std::invalid_argument("loss: expected " + std::to_string(batch_ * seq_) +
+                                " labels, got " + std::to_string(labels.size()));
+  }
+  assert(logits.rows() == rows_);
+  const Index v = logits.cols();
+  double loss = 0.0;
+  for (Index i = 0; i < rows_; ++i) {
+    const Index g = row_begin_ + i;
+    const std::int32_t label = labels[static_cast<std::size_t>((g % batch_) * seq_ + g / batch_)];
+    if (label < 0 || label >= v) {
+      throw std::out_of_range("loss: label " + std::to_string(label) + " outside vocab of " +
+                              std::to_string(v));
+    }
+    auto row = logits.mat().row(i);
+    const float m = row.maxCoeff();
+    const float lse = m + std::log((row.array() - m).exp().sum());
+    loss += static_cast<double>(lse - row(label));
+    row = ((row.array() - lse).exp() * grad_scale).matrix();
+    row(label) -= grad_scale;
+  }
+  s->dlogits = Keep(std::move(logits));
+  return loss;
+}
+
+Tensor SoftmaxCrossEntropy::BackwardInput(Saved* s) const { return std::move(s->dlogits); }
+
+}  // namespace pipetwin::cpu

@@ -1,0 +1,178 @@
+// layers.h — the numerical layers of the CPU backend's GPT decoder (float32, Eigen).
+//
+// Each layer is a small const object holding views of its parameters and their gradients
+// (ParamRef, into a chunk's flat buffers) and offers three separate steps, so that zero-bubble
+// schedules can split the backward:
+//   Forward        computes the output and saves what the backward needs in the layer's
+//                  explicit `Saved` struct (counted as MemCategory::kActivations);
+//   BackwardInput  (I) computes the input gradient, keeps what W needs — a GEMM's input and
+//                  its output gradient — and frees the rest;
+//   BackwardWeight (W) accumulates (+=) the weight gradients, so microbatches sum, and frees
+//                  the rest of `Saved`.
+// A full backward B is I followed by W. Layers without weights have no W. LayerNorm's gamma and
+// beta gradients are cheap reductions and are accumulated during I (as the Zero Bubble
+// implementation does), so W holds only GEMM operands and the embedding's scatter-add.
+//
+// Tensors flow by value: a layer that saves its input takes it by value (std::move it in), a
+// layer that only reads it takes a const reference. Results are allocated with the input's
+// Accountant in MemCategory::kWorkspace.
+//
+//   Linear fc(w, b);
+//   Linear::Saved s;
+//   Tensor y = fc.Forward(std::move(x), &s);        // s.x = x
+//   Tensor dx = fc.BackwardInput(std::move(dy), &s);  // s.dy = dy
+//   fc.BackwardWeight(&s);                           // dW += x^T dy, db += colsum(dy); s empty
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "exec/cpu/memory.h"
+
+namespace pipetwin::cpu {
+
+// A view of one parameter tensor and its gradient.
+struct ParamRef {
+  float* value = nullptr;
+  float* grad = nullptr;
+  Index rows = 0;
+  Index cols = 0;
+  bool empty() const { return value == nullptr; }
+  MatMap w() const { return {value, rows, cols}; }
+  MatMap g() const { return {grad, rows, cols}; }
+};
+
+// y = x W (+ b). x [n, in], W [in, out], b [1, out], y [n, out].
+class Linear {
+ public:
+  struct Saved {
+    Tensor x;   // from F
+    Tensor dy;  // from I
+  };
+  struct Options {
+    // False for a row-parallel linear: the caller adds the bias after the partial sums are
+    // reduced (AddBias), and W sums the bias gradient over rows [bias_row_begin,
+    // bias_row_begin + bias_rows) of dy only (this rank's sequence slice; -1 = all rows).
+    bool bias_in_forward = true;
+    Index bias_row_begin = 0;
+    Index bias_rows = -1;
+  };
+  Linear() = default;
+  Linear(ParamRef w, ParamRef b) : w_(w), b_(b) {}
+  Linear(ParamRef w, ParamRef b, Options o) : w_(w), b_(b), opt_(o) {}
+
+  Tensor Forward(Tensor x, Saved* s) const;
+  void AddBias(Tensor& y) const;
+  Tensor BackwardInput(Tensor dy, Saved* s) const;
+  void BackwardWeight(Saved* s) const;
+
+ private:
+  ParamRef w_;
+  ParamRef b_;
+  Options opt_;
+};
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row. Gamma/beta gradients in I.
+class LayerNorm {
+ public:
+  struct Saved {
+    Tensor xhat;  // [n, h]
+    Tensor rstd;  // [n, 1]
+  };
+  LayerNorm() = default;
+  LayerNorm(ParamRef gamma, ParamRef beta, float eps) : gamma_(gamma), beta_(beta), eps_(eps) {}
+
+  Tensor Forward(const Tensor& x, Saved* s) const;
+  Tensor BackwardInput(const Tensor& dy, Saved* s) const;
+  void BackwardWeight(Saved* /*s*/) const {}
+
+ private:
+  ParamRef gamma_;
+  ParamRef beta_;
+  float eps_ = 1e-5f;
+};
+
+// Multi-head causal self-attention core (no weights): qkv [N, 3 * heads * d] laid out as
+// [Q heads | K heads | V heads], rows sequence-major (row = t * batch + b) → out [N, heads * d].
+class CausalSelfAttention {
+ public:
+  struct Saved {
+    Tensor qkv;    // [N, 3 * heads * d]
+    Tensor probs;  // [batch * heads * seq, seq], softmax with the causal mask (upper part 0)
+  };
+  CausalSelfAttention() = default;
+  CausalSelfAttention(Index batch, Index seq, Index heads, Index head_dim)
+      : batch_(batch), seq_(seq), heads_(heads), head_dim_(head_dim) {}
+
+  Tensor Forward(Tensor qkv, Saved* s) const;
+  Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
+
+ private:
+  Index batch_ = 0;
+  Index seq_ = 0;
+  Index heads_ = 0;
+  Index head_dim_ = 0;
+};
+
+// GeLU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+class Gelu {
+ public:
+  struct Saved {
+    Tensor x;
+  };
+  Tensor Forward(Tensor x, Saved* s) const;
+  Tensor BackwardInput(const Tensor& dy, Saved* s) const;
+};
+
+// Token embedding + learned position embedding, for rows [row_begin, row_begin + rows) of the
+// sequence-major microbatch (tokens are [batch, seq], b-major).
+class Embedding {
+ public:
+  struct Saved {
+    IntTensor tokens;  // [rows, 1]
+    Tensor dy;         // [rows, h], from I
+  };
+  Embedding() = default;
+  Embedding(ParamRef tok, ParamRef pos, Index batch, Index seq, Index row_begin, Index rows)
+      : tok_(tok), pos_(pos), batch_(batch), seq_(seq), row_begin_(row_begin), rows_(rows) {}
+
+  Tensor Forward(std::span<const std::int32_t> tokens, Saved* s, Accountant& acc) const;
+  void BackwardInput(Tensor dy, Saved* s) const;  // nothing to propagate: keeps dy for W
+  void BackwardWeight(Saved* s) const;
+
+ private:
+  ParamRef tok_;
+  ParamRef pos_;
+  Index batch_ = 0;
+  Index seq_ = 0;
+  Index row_begin_ = 0;
+  Index rows_ = 0;
+};
+
+// Softmax cross-entropy over rows [row_begin, row_begin + rows) of a sequence-major microbatch
+// with labels [batch, seq]. Forward returns the SUM of the rows' losses and saves
+// grad_scale * d(sum)/d(logits) in place of the logits.
+class SoftmaxCrossEntropy {
+ public:
+  struct Saved {
+    Tensor dlogits;
+  };
+  SoftmaxCrossEntropy() = default;
+  SoftmaxCrossEntropy(Index batch, Index seq, Index row_begin, Index rows)
+      : batch_(batch), seq_(seq), row_begin_(row_begin), rows_(rows) {}
+
+  double Forward(Tensor logits, std::span<const std::int32_t> labels, float grad_scale,
+                 Saved* s) const;
+  Tensor BackwardInput(Saved* s) const;  // hands the saved dlogits over (s becomes empty)
+
+ private:
+  Index batch_ = 0;
+  Index seq_ = 0;
+  Index row_begin_ = 0;
+  Index rows_ = 0;
+};
+
+// A workspace copy of t.
+Tensor Copy(const Tensor& t);
+
+}  // namespace pipetwin::cpu

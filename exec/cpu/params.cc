@@ -1,0 +1,139 @@
+#include "exec/cpu/params.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace pipetwin::cpu {
+
+const ParamInfo& ParamLayout::Find(const std::string& name) const {
+  for (const ParamInfo& p : params) {
+    if (p.name == name) return p;
+  }
+  throw std::out_of_range("no parameter named " + name);
+}
+
+void ParamLayoutBuilder::Add(std::string name, Index full_rows, Index full_cols, ShardKind shard,
+                             InitKind init, Index col_groups) {
+  ParamInfo p;
+  p.name = std::move(name);
+  p.full_rows = full_rows;
+  p.full_cols = full_cols;
+  p.shard = shard;
+  p.init = init;
+  p.col_groups = col_groups;
+  p.rows = full_rows;
+  p.cols = full_cols;
+  const Index t = tp_.size;
+  switch (shard) {
+    case ShardKind::kReplicated:
+      break;
+    case ShardKind::kColumns:
+      p.cols = full_cols / t;
+      break;
+    case ShardKind::kRows:
+      p.rows = full_rows / t;
+      break;
+  }
+  params_.push_back(std::move(p));
+}
+
+ParamLayout ParamLayoutBuilder::Build() && {
+  ParamLayout layout;
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool want_replicated = pass == 0;
+    for (ParamInfo& p : params_) {
+      if ((p.shard == ShardKind::kReplicated) != want_replicated) continue;
+      p.offset = layout.total;
+      p.full_offset = layout.full_total;
+      layout.total += static_cast<std::size_t>(p.size());
+      layout.full_total += static_cast<std::size_t>(p.full_size());
+    }
+    if (want_replicated) layout.replicated = layout.total;
+  }
+  layout.params = std::move(params_);
+  return layout;
+}
+
+namespace {
+
+// Index in the unsharded tensor of element (r, c) of this rank's shard.
+Index FullIndex(const ParamInfo& p, const TpConfig& tp, Index r, Index c) {
+  switch (p.shard) {
+    case ShardKind::kReplicated:
+      return r * p.full_cols + c;
+    case ShardKind::kRows:
+      return (tp.rank * p.rows + r) * p.full_cols + c;
+    case ShardKind::kColumns: {
+      const Index group_width = p.full_cols / p.col_groups;  // e.g. h for QKV
+      const Index piece = group_width / tp.size;             // this rank's part of one group
+      const Index group = c / piece;
+      const Index within = c % piece;
+      return r * p.full_cols + group * group_width + tp.rank * piece + within;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void ShardFromFull(const ParamInfo& p, const TpConfig& tp, const float* full, float* local) {
+  for (Index r = 0; r < p.rows; ++r) {
+    for (Index c = 0; c < p.cols; ++c) local[r * p.cols + c] = full[FullIndex(p, tp, r, c)];
+  }
+}
+
+void UnshardIntoFull(const ParamInfo& p, const TpConfig& tp, const float* local, float* full) {
+  for (Index r = 0; r < p.rows; ++r) {
+    for (Index c = 0; c < p.cols; ++c) full[FullIndex(p, tp, r, c)] = local[r * p.cols + c];
+  }
+}
+
+std::uint64_t Mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t HashString(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (char ch : s) {
+    h ^= static_cast<std::uint8_t>(ch);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+float NormalFromKey(std::uint64_t key) {
+  const std::uint64_t a = Mix64(key);
+  const std::uint64_t b = Mix64(a ^ 0x5851f42d4c957f2dULL);
+  // Uniforms in (0, 1] and [0, 1) from the top 53 bits.
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
+
+void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local) {
+  const std::uint64_t base = Mix64(model.seed ^ HashString(p.name));
+  for (Index r = 0; r < p.rows; ++r) {
+    for (Index c = 0; c < p.cols; ++c) {
+      float v = 0.0f;
+      switch (p.init) {
+        case InitKind::kNormal:
+          v = model.init_std *
+              NormalFromKey(base + static_cast<std::uint64_t>(FullIndex(p, tp, r, c)));
+          break;
+        case InitKind::kOnes:
+          v = 1.0f;
+          break;
+        case InitKind::kZeros:
+          v = 0.0f;
+          break;
+      }
+      local[r * p.cols + c] = v;
+    }
+  }
+}
+
+}  // namespace pipetwin::cpu

@@ -1,0 +1,331 @@
+// Finite-difference checks of every layer's backward (input and weight gradients), and the
+// split I + W against the fused backward.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "exec/cpu/chunk.h"
+#include "exec/cpu/layers.h"
+#include "tests/exec/cpu_test_util.h"
+
+namespace pipetwin::cpu {
+namespace {
+
+using testing::Dot;
+using testing::FiniteDifferenceError;
+using testing::RandomVector;
+
+struct Param {
+  Param(Index r, Index c, std::uint64_t seed, float scale = 0.5f)
+      : rows(r),
+        cols(c),
+        value(RandomVector(static_cast<std::size_t>(r * c), seed, scale)),
+        grad(value.size(), 0.0f) {}
+  ParamRef ref() { return ParamRef{value.data(), grad.data(), rows, cols}; }
+  Index rows;
+  Index cols;
+  std::vector<float> value;
+  std::vector<float> grad;
+};
+
+Tensor FromVector(Accountant& acc, const std::vector<float>& v, Index rows, Index cols) {
+  Tensor t(acc, MemCategory::kWorkspace, rows, cols);
+  std::copy(v.begin(), v.end(), t.data());
+  return t;
+}
+
+TEST(CpuLayers, LinearGradients) {
+  Accountant acc;
+  Param w(7, 4, 11), b(1, 4, 12);
+  const Linear lin(w.ref(), b.ref());
+  std::vector<float> x = RandomVector(5 * 7, 13);
+  const std::vector<float> r = RandomVector(5 * 4, 14);
+  auto objective = [&] {
+    Linear::Saved s;
+    return Dot(lin.Forward(FromVector(acc, x, 5, 7), &s).span(), r);
+  };
+  Linear::Saved s;
+  lin.Forward(FromVector(acc, x, 5, 7), &s);
+  const Tensor dx = lin.BackwardInput(FromVector(acc, r, 5, 4), &s);
+  lin.BackwardWeight(&s);
+  EXPECT_TRUE(s.x.empty() && s.dy.empty());
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(w.value, w.grad, objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(b.value, b.grad, objective), 1e-3);
+  EXPECT_EQ(acc.current(MemCategory::kActivations), 0u);
+}
+
+TEST(CpuLayers, LayerNormGradients) {
+  Accountant acc;
+  Param gamma(1, 8, 21), beta(1, 8, 22);
+  const LayerNorm ln(gamma.ref(), beta.ref(), 1e-5f);
+  std::vector<float> x = RandomVector(6 * 8, 23);
+  const std::vector<float> r = RandomVector(6 * 8, 24);
+  auto objective = [&] {
+    LayerNorm::Saved s;
+    return Dot(ln.Forward(FromVector(acc, x, 6, 8), &s).span(), r);
+  };
+  LayerNorm::Saved s;
+  const Tensor y = ln.Forward(FromVector(acc, x, 6, 8), &s);
+  // Normalised rows: mean 0, variance 1 before gamma/beta.
+  EXPECT_NEAR(s.xhat.mat().row(2).mean(), 0.0f, 1e-6f);
+  EXPECT_NEAR(s.xhat.mat().row(2).squaredNorm() / 8.0f, 1.0f, 1e-4f);
+  const Tensor dx = ln.BackwardInput(FromVector(acc, r, 6, 8), &s);
+  ln.BackwardWeight(&s);
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective, 1e-3f), 1e-2);
+  EXPECT_LT(FiniteDifferenceError(gamma.value, gamma.grad, objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(beta.value, beta.grad, objective), 1e-3);
+}
+
+TEST(CpuLayers, CausalAttentionGradients) {
+  Accountant acc;
+  const Index batch = 2, seq = 5, heads = 2, d = 3, n = batch * seq, hl = heads * d;
+  const CausalSelfAttention attn(batch, seq, heads, d);
+  std::vector<float> qkv = RandomVector(static_cast<std::size_t>(n * 3 * hl), 31);
+  const std::vector<float> r = RandomVector(static_cast<std::size_t>(n * hl), 32);
+  auto objective = [&] {
+    CausalSelfAttention::Saved s;
+    return Dot(attn.Forward(FromVector(acc, qkv, n, 3 * hl), &s).span(), r);
+  };
+  CausalSelfAttention::Saved s;
+  const Tensor out = attn.Forward(FromVector(acc, qkv, n, 3 * hl), &s);
+  // Causality: the first position of every sequence attends only to itself, so its output is
+  // its own V row. Row t * batch + b; V of head 0 starts at column 2 * hl.
+  for (Index b = 0; b < batch; ++b) {
+    for (Index c = 0; c < d; ++c) {
+      EXPECT_FLOAT_EQ(out.mat()(b, c), qkv[static_cast<std::size_t>(b * 3 * hl + 2 * hl + c)]);
+    }
+  }
+  EXPECT_FLOAT_EQ(s.probs.mat().row(3).sum(), 1.0f);
+  EXPECT_EQ(s.probs.mat()(1, 2), 0.0f);  // masked
+  const Tensor dqkv = attn.BackwardInput(FromVector(acc, r, n, hl), &s);
+  EXPECT_TRUE(s.qkv.empty() && s.probs.empty());
+  EXPECT_LT(FiniteDifferenceError(qkv, dqkv.span(), objective, 1e-2f, 200), 1e-2);
+}
+
+TEST(CpuLayers, GeluGradients) {
+  Accountant acc;
+  const Gelu gelu;
+  std::vector<float> x = RandomVector(4 * 6, 41, 2.0f);
+  const std::vector<float> r = RandomVector(4 * 6, 42);
+  auto objective = [&] {
+    Gelu::Saved s;
+    return Dot(gelu.Forward(FromVector(acc, x, 4, 6), &s).span(), r);
+  };
+  Gelu::Saved s;
+  const Tensor y =
+      gelu.Forward(FromVector(acc, std::vector<float>{0.0f, 1.0f, -1.0f, 3.0f}, 1, 4), &s);
+  EXPECT_FLOAT_EQ(y.data()[0], 0.0f);
+  EXPECT_NEAR(y.data()[1], 0.841192f, 1e-5f);  // tanh-approximate GeLU(1)
+  EXPECT_NEAR(y.data()[2], -0.158808f, 1e-5f);
+  EXPECT_NEAR(y.data()[3], 2.996363f, 1e-5f);
+  s.x.Reset();
+  gelu.Forward(FromVector(acc, x, 4, 6), &s);
+  const Tensor dx = gelu.BackwardInput(FromVector(acc, r, 4, 6), &s);
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective, 1e-3f), 1e-2);
+}
+
+TEST(CpuLayers, EmbeddingGradients) {
+  Accountant acc;
+  const Index batch = 2, seq = 3, vocab = 5, h = 4;
+  Param tok(vocab, h, 51), pos(seq, h, 52);
+  const std::vector<std::int32_t> tokens = {4, 0, 4, 1, 2, 3};  // [batch, seq]
+  // Rows 2..5 of the sequence-major layout: (t=1,b=0) (t=1,b=1) (t=2,b=0) (t=2,b=1).
+  const Embedding emb(tok.ref(), pos.ref(), batch, seq, 2, 4);
+  const std::vector<float> r = RandomVector(4 * h, 53);
+  auto objective = [&] {
+    Embedding::Saved s;
+    return Dot(emb.Forward(tokens, &s, acc).span(), r);
+  };
+  Embedding::Saved s;
+  const Tensor y = emb.Forward(tokens, &s, acc);
+  EXPECT_FLOAT_EQ(y.mat()(1, 0), tok.value[2 * h] + pos.value[1 * h]);  // token 2 at t = 1
+  emb.BackwardInput(FromVector(acc, r, 4, h), &s);
+  emb.BackwardWeight(&s);
+  EXPECT_LT(FiniteDifferenceError(tok.value, tok.grad, objective, 1e-2f, 100), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(pos.value, pos.grad, objective, 1e-2f, 100), 1e-3);
+  EXPECT_EQ(pos.grad[0], 0.0f);  // position 0 is not in these rows
+}
+
+TEST(CpuLayers, SoftmaxCrossEntropyGradients) {
+  Accountant acc;
+  const Index batch = 2, seq = 3, vocab = 7;
+  const std::vector<std::int32_t> labels = {1, 6, 0, 3, 3, 5};
+  const SoftmaxCrossEntropy ce(batch, seq, 0, batch * seq);
+  std::vector<float> logits = RandomVector(static_cast<std::size_t>(batch * seq * vocab), 61);
+  auto objective = [&] {
+    SoftmaxCrossEntropy::Saved s;
+    return ce.Forward(FromVector(acc, logits, batch * seq, vocab), labels, 1.0f, &s);
+  };
+  // Uniform logits: each row's loss is ln(vocab).
+  {
+    SoftmaxCrossEntropy::Saved s;
+    const double loss =
+        ce.Forward(FromVector(acc, std::vector<float>(42, 0.5f), 6, 7), labels, 1.0f, &s);
+    EXPECT_NEAR(loss, 6.0 * std::log(7.0), 1e-5);
+  }
+  SoftmaxCrossEntropy::Saved s;
+  ce.Forward(FromVector(acc, logits, batch * seq, vocab), labels, 1.0f, &s);
+  const Tensor dlogits = ce.BackwardInput(&s);
+  EXPECT_TRUE(s.dlogits.empty());
+  EXPECT_NEAR(dlogits.mat().row(0).sum(), 0.0f, 1e-6f);
+  EXPECT_LT(FiniteDifferenceError(logits, dlogits.span(), objective, 1e-2f, 42), 1e-3);
+}
+
+// A chunk of blocks in the middle of the pipeline: gradients of sum(R .* output) with respect to
+// its input and to every parameter of its blocks (all randomised, LayerNorms and biases too).
+TEST(CpuLayers, TransformerBlockGradients) {
+  Accountant acc;
+  ModelConfig m{.layers = 3,
+                .hidden = 8,
+                .ffn_hidden = 12,
+                .heads = 2,
+                .vocab = 11,
+                .seq_len = 4,
+                .micro_batch = 2};
+  Chunk chunk(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
+              TpConfig{}, acc);
+  testing::RandomFill(chunk.params(), 71, 0.3f);
+  std::vector<float> x = RandomVector(chunk.activation_size(), 72);
+  const std::vector<float> r = RandomVector(chunk.activation_size(), 73);
+  std::vector<float> y(chunk.activation_size());
+  std::int64_t mb = 0;
+  auto objective = [&] {
+    chunk.Forward(mb, {.input = x, .output = y});
+    std::vector<float> discard(x.size());
+    chunk.BackwardInput(mb, r, discard);
+    chunk.BackwardWeight(mb++);
+    return Dot(y, r);
+  };
+  std::vector<float> dx(x.size());
+  chunk.Forward(mb, {.input = x, .output = y});
+  chunk.Backward(mb++, r, dx);
+  const std::vector<float> grads(chunk.grads().begin(), chunk.grads().end());
+  EXPECT_LT(FiniteDifferenceError(x, dx, objective), 1e-2);
+  for (const ParamInfo& p : chunk.layout().params) {
+    auto v = chunk.params().subspan(p.offset, static_cast<std::size_t>(p.size()));
+    auto g = std::span<const float>(grads).subspan(p.offset, v.size());
+    EXPECT_LT(FiniteDifferenceError(v, g, objective, 1e-2f, 16), 2e-2) << p.name;
+  }
+}
+
+// The whole model in one chunk: gradients of the mean loss.
+TEST(CpuLayers, WholeModelLossGradients) {
+  Accountant acc;
+  ModelConfig m{.layers = 2,
+                .hidden = 8,
+                .ffn_hidden = 16,
+                .heads = 2,
+                .vocab = 9,
+                .seq_len = 4,
+                .micro_batch = 2,
+                .seed = 5,
+                .init_std = 0.5f};
+  Chunk chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 2}, TpConfig{}, acc);
+  const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 8, 7, 0, 6};
+  const std::vector<std::int32_t> labels = {2, 3, 4, 5, 7, 0, 6, 1};
+  chunk.set_loss_scale(100.0f);  // d(100 * loss): keeps the float loss's rounding out of reach
+  std::int64_t mb = 0;
+  auto objective = [&] {
+    const float loss = chunk.Forward(mb, {.tokens = tokens, .labels = labels});
+    chunk.Backward(mb++, {}, {});
+    return 100.0 * static_cast<double>(loss);
+  };
+  chunk.Forward(mb, {.tokens = tokens, .labels = labels});
+  chunk.Backward(mb++, {}, {});
+  const std::vector<float> grads(chunk.grads().begin(), chunk.grads().end());
+  for (const ParamInfo& p : chunk.layout().params) {
+    auto v = chunk.params().subspan(p.offset, static_cast<std::size_t>(p.size()));
+    auto g = std::span<const float>(grads).subspan(p.offset, v.size());
+    EXPECT_LT(FiniteDifferenceError(v, g, objective, 1e-2f, 16), 2e-2) << p.name;
+  }
+}
+
+// I and W split apart, with the other microbatch's F and I in between, give bit-for-bit the
+// losses, input gradients and weight gradients of the fused backward (W in the same microbatch
+// order: gradient accumulation is a floating-point sum, so its order matters).
+TEST(CpuLayers, SplitBackwardEqualsFused) {
+  ModelConfig m{.layers = 3,
+                .hidden = 8,
+                .ffn_hidden = 16,
+                .heads = 2,
+                .vocab = 9,
+                .seq_len = 4,
+                .micro_batch = 2};
+  for (const ChunkSpec spec :
+       {ChunkSpec{.first_layer = 0, .num_layers = 3},
+        ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false}}) {
+    Accountant acc;
+    Chunk fused(m, spec, TpConfig{}, acc);
+    Chunk split(m, spec, TpConfig{}, acc);
+    testing::RandomFill(fused.params(), 81, 0.3f);
+    std::copy(fused.params().begin(), fused.params().end(), split.params().begin());
+    const std::vector<std::int32_t> tokens[2] = {{1, 2, 3, 4, 8, 7, 0, 6},
+                                                 {5, 5, 1, 0, 2, 3, 4, 8}};
+    const std::vector<std::int32_t> labels[2] = {{2, 3, 4, 5, 7, 0, 6, 1},
+                                                 {0, 1, 2, 3, 4, 5, 6, 7}};
+    const std::vector<float> x[2] = {RandomVector(fused.activation_size(), 82),
+                                     RandomVector(fused.activation_size(), 83)};
+    const std::vector<float> dy[2] = {RandomVector(fused.activation_size(), 84),
+                                      RandomVector(fused.activation_size(), 85)};
+    std::vector<float> out(fused.activation_size());
+    std::vector<float> dx_fused[2], dx_split[2];
+    auto args = [&](int i) {
+      return spec.first ? Chunk::ForwardArgs{.tokens = tokens[i], .labels = labels[i]}
+                        : Chunk::ForwardArgs{.input = x[i], .output = out};
+    };
+    std::span<const float> g[2] = {dy[0], dy[1]};
+    for (int i = 0; i < 2; ++i) {
+      dx_fused[i].resize(spec.first ? 0 : fused.activation_size());
+      dx_split[i].resize(dx_fused[i].size());
+      if (spec.last) g[i] = {};
+    }
+    float loss_fused[2], loss_split[2];
+    for (int i = 0; i < 2; ++i) {
+      loss_fused[i] = fused.Forward(i, args(i));
+      fused.Backward(i, g[i], dx_fused[i]);
+    }
+    loss_split[0] = split.Forward(0, args(0));
+    loss_split[1] = split.Forward(1, args(1));
+    split.BackwardInput(0, g[0], dx_split[0]);
+    EXPECT_EQ(split.inflight(), 1);
+    EXPECT_EQ(split.pending_weight(), 1);
+    split.BackwardInput(1, g[1], dx_split[1]);
+    split.BackwardWeight(0);
+    split.BackwardWeight(1);
+    EXPECT_EQ(split.pending_weight(), 0);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(loss_fused[i], loss_split[i]);
+      EXPECT_EQ(dx_fused[i], dx_split[i]);
+    }
+    const std::vector<float> gf(fused.grads().begin(), fused.grads().end());
+    const std::vector<float> gs(split.grads().begin(), split.grads().end());
+    EXPECT_EQ(gf, gs);
+    EXPECT_GT(testing::RelErr(gf, std::vector<float>(gf.size(), 0.0f)), 0.0);
+  }
+}
+
+TEST(CpuLayers, ChunkRejectsOutOfOrderActions) {
+  Accountant acc;
+  ModelConfig m{.layers = 1,
+                .hidden = 8,
+                .ffn_hidden = 8,
+                .heads = 2,
+                .vocab = 5,
+                .seq_len = 2,
+                .micro_batch = 1};
+  Chunk chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 1}, TpConfig{}, acc);
+  const std::vector<std::int32_t> t = {1, 2};
+  EXPECT_THROW(chunk.BackwardInput(0, {}, {}), std::logic_error);
+  chunk.Forward(0, {.tokens = t, .labels = t});
+  EXPECT_THROW(chunk.Forward(0, {.tokens = t, .labels = t}), std::logic_error);
+  EXPECT_THROW(chunk.BackwardWeight(0), std::logic_error);
+  const std::vector<std::int32_t> bad = {1, 5};
+  EXPECT_THROW(chunk.Forward(1, {.tokens = bad, .labels = t}), std::out_of_range);
+  EXPECT_THROW(Chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 1}, TpConfig{.size = 3}, acc),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipetwin::cpu

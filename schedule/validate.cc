@@ -68,7 +68,7 @@ std::string FormatGrid(const Schedule& s, const std::vector<std::pair<int, int>>
   }
   std::ostringstream os;
   auto pad = [&](const std::string& t) {
-    os << std::string(width > t.size() ? width - t.size() : 0, ' ') << t << ' ';
+    os << ' ' << std::string(width > t.size() ? width - t.size() : 0, ' ') << t;
   };
   os << "        step";
   for (std::size_t i = lo; i < hi; ++i) pad(std::to_string(i));

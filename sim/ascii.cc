@@ -1,6 +1,7 @@
 #include "sim/ascii.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 namespace pipetwin {
@@ -20,7 +21,6 @@ std::string AsciiTimeline(const Timeline& t, int stages_per_rank, int max_column
       if (e.stream != Stream::kCompute) continue;
       const std::int64_t d = e.end_ns - e.start_ns;
       if (d > 0) quantum = std::gcd(quantum, d);
-      quantum = std::gcd(quantum, e.start_ns);
       end = std::max(end, e.end_ns);
       width = std::max(width, label_of(e.action).size());
     }
@@ -49,8 +49,10 @@ std::string AsciiTimeline(const Timeline& t, int stages_per_rank, int max_column
     }
     out += "\n";
   }
-  out += "(one column = " + std::to_string(quantum / 1000) + "." +
-         std::to_string((quantum % 1000) / 100) + " µs; ~ continues the action to its left)\n";
+  char legend[96];
+  std::snprintf(legend, sizeof legend, "(one column = %.6g ms; ~ continues the action to its left)\n",
+                static_cast<double>(quantum) * 1e-6);
+  out += legend;
   return out;
 }
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pipetwin builds with, where they are missing.
+# The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when it is present the
+# CUDA backend builds too, and without it the build goes on with a stub backend.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libopenmpi-dev openmpi-bin
+      nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
+      python3-matplotlib)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

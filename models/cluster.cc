@@ -1,0 +1,202 @@
+#include "models/cluster.h"
+
+#include "models/yaml_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipetwin::models {
+namespace {
+
+constexpr double kGB = 1e9;  // network and HBM bandwidths are quoted in decimal GB/s
+constexpr double kMiB = 1048576.0;
+constexpr double kUs = 1e-6;
+constexpr double kTera = 1e12;
+
+// mnk at which a GEMM reaches half of e_gemm, from a fixed per-kernel overhead t0 (launch,
+// tail wave): t = 2mnk/(e*peak) + t0  <=>  e(mnk) = e * mnk / (mnk + e*peak*t0/2).
+double MnkHalf(double peak, double e, double t0_s) { return e * peak * t0_s / 2; }
+
+// Sources for every number: models/README.md.
+const std::vector<DeviceSpec>& Devices() {
+  static const std::vector<DeviceSpec> devices = [] {
+    DeviceSpec a100;
+    a100.name = "a100-sxm-80gb";
+    a100.peak_bf16_flops = 312 * kTera;
+    a100.peak_fp32_flops = 19.5 * kTera;
+    a100.hbm_bytes = static_cast<std::int64_t>(81920 * kMiB);
+    a100.hbm_bytes_per_s = 2039 * kGB;
+    a100.nvlink_bytes_per_s = 300 * kGB;  // NVLink 3: 600 GB/s bidirectional
+    a100.nvlink_latency_s = 2 * kUs;
+    a100.nvlink_efficiency = 0.8;
+    a100.ib_bytes_per_s = 25 * kGB;  // HDR 200 Gb/s
+    a100.ib_latency_s = 5 * kUs;
+    a100.ib_efficiency = 0.9;
+    a100.gemm_efficiency = 0.8;
+    a100.gemm_mnk_half = MnkHalf(a100.peak_bf16_flops, a100.gemm_efficiency, 5 * kUs);
+    a100.attn_fwd_efficiency = 0.6;
+    a100.attn_bwd_efficiency = 0.45;
+    a100.hbm_efficiency = 0.85;
+
+    DeviceSpec h100;
+    h100.name = "h100-sxm-80gb";
+    h100.peak_bf16_flops = 989 * kTera;
+    h100.peak_fp32_flops = 67 * kTera;
+    h100.hbm_bytes = static_cast<std::int64_t>(81559 * kMiB);
+    h100.hbm_bytes_per_s = 3350 * kGB;
+    h100.nvlink_bytes_per_s = 450 * kGB;  // NVLink 4: 900 GB/s bidirectional
+    h100.nvlink_latency_s = 2 * kUs;
+    h100.nvlink_efficiency = 0.8;
+    h100.ib_bytes_per_s = 50 * kGB;  // NDR 400 Gb/s
+    h100.ib_latency_s = 5 * kUs;
+    h100.ib_efficiency = 0.9;
+    h100.gemm_efficiency = 0.7;
+    h100.gemm_mnk_half = MnkHalf(h100.peak_bf16_flops, h100.gemm_efficiency, 5 * kUs);
+    h100.attn_fwd_efficiency = 0.5;
+    h100.attn_bwd_efficiency = 0.4;
+    h100.hbm_efficiency = 0.85;
+
+    DeviceSpec h200 = h100;  // same GH100 compute and network, larger and faster HBM3e
+    h200.name = "h200-sxm-141gb";
+    h200.hbm_bytes = static_cast<std::int64_t>(143771 * kMiB);
+    h200.hbm_bytes_per_s = 4800 * kGB;
+    return std::vector<DeviceSpec>{a100, h100, h200};
+  }();
+  return devices;
+}
+
+}  // namespace
+
+const std::vector<std::string>& DeviceNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& d : Devices()) v.push_back(d.name);
+    return v;
+  }();
+  return names;
+}
+
+Expected<DeviceSpec> FindDevice(std::string_view name) {
+  for (const auto& d : Devices()) {
+    if (d.name == name) return d;
+  }
+  std::string all;
+  for (const auto& n : DeviceNames()) all += (all.empty() ? "" : ", ") + n;
+  return Error::BadInput("unknown device '" + std::string(name) + "' (allowed: " + all + ")");
+}
+
+namespace {
+
+Status ParseLink(const YAML::Node& node, const YamlFields& f, const std::string& section,
+                 double* bandwidth, double* latency, double* efficiency) {
+  if (!node) return OkStatus();
+  if (Status s = f.CheckKeys(node, section, {"bandwidth_gb_s", "latency_us", "efficiency"}); !s) {
+    return s;
+  }
+  if (const YAML::Node v = node["bandwidth_gb_s"]) {
+    Expected<double> x = f.Number(v, section + ".bandwidth_gb_s", 1e-3, 1e6);
+    if (!x) return x.error();
+    *bandwidth = *x * kGB;
+  }
+  if (const YAML::Node v = node["latency_us"]) {
+    Expected<double> x = f.Number(v, section + ".latency_us", 0, 1e6);
+    if (!x) return x.error();
+    *latency = *x * kUs;
+  }
+  if (const YAML::Node v = node["efficiency"]) {
+    Expected<double> x = f.Number(v, section + ".efficiency", 1e-3, 1);
+    if (!x) return x.error();
+    *efficiency = *x;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& f,
+                                           int world_size) {
+  ClusterConfig c;
+  c.device = *FindDevice("a100-sxm-80gb");
+  bool nodes_given = false;
+  if (node && !node.IsNull()) {
+    if (Status s = f.CheckKeys(
+            node, "cluster",
+            {"device", "gpus_per_node", "nodes", "intra_node", "inter_node", "rank_order"});
+        !s) {
+      return s.error();
+    }
+    if (const YAML::Node v = node["device"]) {
+      Expected<std::string> x = f.Choice(v, "cluster.device", DeviceNames());
+      if (!x) return x.error();
+      c.device = *FindDevice(*x);
+    }
+    c.gpus_per_node = c.device.gpus_per_node;
+    if (const YAML::Node v = node["gpus_per_node"]) {
+      Expected<long long> x = f.Int(v, "cluster.gpus_per_node", 1, 1024);
+      if (!x) return x.error();
+      c.gpus_per_node = static_cast<int>(*x);
+    }
+    if (const YAML::Node v = node["nodes"]) {
+      Expected<long long> x = f.Int(v, "cluster.nodes", 1, 1 << 20);
+      if (!x) return x.error();
+      c.nodes = static_cast<int>(*x);
+      nodes_given = true;
+    }
+    if (const YAML::Node v = node["rank_order"]) {
+      Expected<std::string> x = f.String(v, "cluster.rank_order");
+      if (!x) return x.error();
+      Expected<DimOrder> order = ParseDimOrder(*x);
+      if (!order) return f.At(v, "cluster.rank_order", order.error().message);
+      c.rank_order = *order;
+    }
+    if (Status s =
+            ParseLink(node["intra_node"], f, "cluster.intra_node", &c.device.nvlink_bytes_per_s,
+                      &c.device.nvlink_latency_s, &c.device.nvlink_efficiency);
+        !s) {
+      return s.error();
+    }
+    if (Status s = ParseLink(node["inter_node"], f, "cluster.inter_node", &c.device.ib_bytes_per_s,
+                             &c.device.ib_latency_s, &c.device.ib_efficiency);
+        !s) {
+      return s.error();
+    }
+  }
+  c.device.gpus_per_node = c.gpus_per_node;
+  if (!nodes_given) c.nodes = std::max(1, (world_size + c.gpus_per_node - 1) / c.gpus_per_node);
+  if (static_cast<long long>(c.nodes) * c.gpus_per_node < world_size) {
+    return internal::AtOrFile(
+        f, node && node.IsMap() ? node["nodes"] : YAML::Node(), "cluster.nodes",
+        std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) +
+            " GPUs hold fewer than the job's " + std::to_string(world_size) +
+            " ranks (pp x dp x tp x cp)");
+  }
+  c.intra = {c.device.nvlink_bytes_per_s * c.device.nvlink_efficiency, c.device.nvlink_latency_s};
+  c.inter = {c.device.ib_bytes_per_s * c.device.ib_efficiency, c.device.ib_latency_s};
+  return c;
+}
+
+double GemmEfficiency(const DeviceSpec& d, double m, double n, double k) {
+  const double mnk = m * n * k;
+  if (mnk <= 0) return d.gemm_efficiency;
+  return d.gemm_efficiency * mnk / (mnk + d.gemm_mnk_half);
+}
+
+double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
+  const double flops = 2 * m * n * k;
+  if (flops <= 0) return 0;
+  return 1e3 * flops / (d.PeakFlops(p) * GemmEfficiency(d, m, n, k));
+}
+
+double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward) {
+  if (flops <= 0) return 0;
+  const double e = backward ? d.attn_bwd_efficiency : d.attn_fwd_efficiency;
+  const double achieved = e * mnk / (mnk + d.gemm_mnk_half);
+  return 1e3 * flops / (d.PeakFlops(p) * achieved);
+}
+
+double MemoryBoundMs(const DeviceSpec& d, double bytes) {
+  if (bytes <= 0) return 0;
+  return 1e3 * bytes / (d.hbm_bytes_per_s * d.hbm_efficiency);
+}
+
+}  // namespace pipetwin::models

@@ -1,0 +1,96 @@
+// cluster.h — the hardware: device presets, the two-level network (NVLink inside a node,
+// InfiniBand between nodes, one NIC per GPU), the job file's `cluster:` section, and the
+// compute-efficiency model that turns FLOPs and bytes into milliseconds.
+//
+//   cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 192,
+//             intra_node: {bandwidth_gb_s: 300, latency_us: 2},
+//             inter_node: {bandwidth_gb_s: 25, latency_us: 5}}
+//
+//   Expected<ClusterConfig> c = ParseClusterConfig(job.cluster, YamlFields{job.path}, 64);
+//   double ms = GemmMs(c->device, Precision::kBf16, 2048, 12288, 12288);   // one GEMM
+//
+// Efficiency model (numbers and sources in models/README.md):
+//   GEMM of m x n x k:     t = 2mnk / (peak * e_gemm * mnk / (mnk + mnk_half))
+//                          i.e. achieved fraction saturates at e_gemm for large GEMMs, and is
+//                          half of that at mnk = mnk_half (small GEMMs run far below peak).
+//   attention (fused or not): the same saturating form with e_attn_fwd / e_attn_bwd.
+//   elementwise / optimizer / any memory-bound pass: t = bytes / (hbm_bw * e_hbm).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/placement.h"
+#include "models/training.h"
+#include "schedule/expected.h"
+#include "schedule/yaml_fields.h"
+
+namespace pipetwin::models {
+
+// One direction of a link, as used by the alpha-beta model: t = latency + bytes / bandwidth.
+struct Link {
+  double bandwidth_bytes_per_s = 0;  // effective (nominal x efficiency)
+  double latency_s = 0;
+};
+
+struct DeviceSpec {
+  std::string name;
+  double peak_bf16_flops = 0;  // dense tensor-core bf16/fp16 FLOP/s
+  double peak_fp32_flops = 0;  // non-tensor-core fp32 FLOP/s
+  std::int64_t hbm_bytes = 0;
+  double hbm_bytes_per_s = 0;
+  // Network of the node this device sits in (per direction, per GPU).
+  double nvlink_bytes_per_s = 0;  // nominal
+  double nvlink_latency_s = 0;
+  double nvlink_efficiency = 1;  // achievable fraction of nominal (busbw / nominal)
+  double ib_bytes_per_s = 0;     // one NIC per GPU
+  double ib_latency_s = 0;
+  double ib_efficiency = 1;
+  int gpus_per_node = 8;
+  // Compute efficiency model.
+  double gemm_efficiency = 1;      // e_gemm: large-GEMM fraction of peak
+  double gemm_mnk_half = 0;        // mnk at which half of e_gemm is reached
+  double attn_fwd_efficiency = 1;  // e_attn_fwd
+  double attn_bwd_efficiency = 1;  // e_attn_bwd
+  double hbm_efficiency = 1;       // e_hbm: achievable fraction of HBM bandwidth
+
+  double PeakFlops(Precision p) const {
+    return p == Precision::kFp32 ? peak_fp32_flops : peak_bf16_flops;
+  }
+};
+
+const std::vector<std::string>& DeviceNames();
+Expected<DeviceSpec> FindDevice(std::string_view name);
+
+struct ClusterConfig {
+  DeviceSpec device;
+  int gpus_per_node = 8;
+  int nodes = 1;
+  Link intra;                            // NVLink, per GPU per direction
+  Link inter;                            // InfiniBand, per GPU (one NIC each) per direction
+  DimOrder rank_order = kMegatronOrder;  // `rank_order: tp-cp-dp-pp`, innermost first
+  int world_size() const { return gpus_per_node * nodes; }
+};
+
+// `cluster:`; absent: an a100-sxm-80gb cluster just large enough for `world_size` ranks.
+// Keys: device, gpus_per_node, nodes, intra_node, inter_node ({bandwidth_gb_s, latency_us,
+// efficiency}), rank_order (default tp-cp-dp-pp). `nodes` defaults to ceil(world_size /
+// gpus_per_node) and must hold them.
+Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& fields,
+                                           int world_size);
+
+// --- Compute-efficiency model (all times in milliseconds) ---------------------------------
+// Achieved fraction of peak for a GEMM of m x n x k (saturating in mnk).
+double GemmEfficiency(const DeviceSpec& d, double m, double n, double k);
+double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k);
+// Attention core (QK^T, softmax, AV) given its FLOPs and the total size m*n*k of one of its
+// batched matmuls (summed over heads and sequences), forward or backward.
+double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward);
+// A memory-bound pass over `bytes` of HBM traffic (read + write).
+double MemoryBoundMs(const DeviceSpec& d, double bytes);
+
+}  // namespace pipetwin::models

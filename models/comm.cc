@@ -1,0 +1,140 @@
+#include "models/comm.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipetwin::models {
+namespace {
+
+double Ms(double seconds) { return 1e3 * seconds; }
+double Frac(int n) { return n <= 1 ? 0.0 : static_cast<double>(n - 1) / n; }
+
+}  // namespace
+
+std::string_view ToString(Collective c) {
+  switch (c) {
+    case Collective::kAllReduceRing:
+      return "all-reduce (ring)";
+    case Collective::kAllReduceTree:
+      return "all-reduce (tree)";
+    case Collective::kAllGather:
+      return "all-gather";
+    case Collective::kReduceScatter:
+      return "reduce-scatter";
+    case Collective::kAllToAll:
+      return "all-to-all";
+    case Collective::kSendRecv:
+      return "send/recv";
+  }
+  return "?";
+}
+
+double RingAllReduceMs(double bytes, int n, const Link& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return Ms(2.0 * (n - 1) * link.latency_s + 2 * Frac(n) * bytes / link.bandwidth_bytes_per_s);
+}
+
+double TreeAllReduceMs(double bytes, int n, const Link& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double depth = std::ceil(std::log2(static_cast<double>(n)));
+  return Ms(2 * depth * link.latency_s + 2 * bytes / link.bandwidth_bytes_per_s);
+}
+
+double AllGatherMs(double bytes, int n, const Link& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return Ms((n - 1) * link.latency_s + Frac(n) * bytes / link.bandwidth_bytes_per_s);
+}
+
+double ReduceScatterMs(double bytes, int n, const Link& link) {
+  return AllGatherMs(bytes, n, link);
+}
+
+double AllToAllMs(double bytes, int n, const Link& link) { return AllGatherMs(bytes, n, link); }
+
+double SendRecvMs(double bytes, const Link& link) {
+  if (bytes <= 0) return 0;
+  return Ms(link.latency_s + bytes / link.bandwidth_bytes_per_s);
+}
+
+double ParameterServerMs(double bytes, int n, int servers, const Link& link) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double fan_in = std::max(1.0, static_cast<double>(n) / std::max(1, servers));
+  return Ms(2 * link.latency_s + 2 * fan_in * bytes / link.bandwidth_bytes_per_s);
+}
+
+Link GroupLink(const GroupShape& g, const Topology& topo) {
+  if (!g.spans_nodes()) return topo.intra;
+  const double nics = std::max(1, g.ranks_per_node) * topo.inter.bandwidth_bytes_per_s;
+  return {std::min(topo.intra.bandwidth_bytes_per_s, nics), topo.inter.latency_s};
+}
+
+double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topology& topo) {
+  const Link link = GroupLink(g, topo);
+  switch (c) {
+    case Collective::kAllReduceRing:
+      return RingAllReduceMs(bytes, g.size, link);
+    case Collective::kAllReduceTree:
+      return TreeAllReduceMs(bytes, g.size, link);
+    case Collective::kAllGather:
+      return AllGatherMs(bytes, g.size, link);
+    case Collective::kReduceScatter:
+      return ReduceScatterMs(bytes, g.size, link);
+    case Collective::kSendRecv:
+      return SendRecvMs(bytes, link);
+    case Collective::kAllToAll: {
+      if (g.size <= 1 || bytes <= 0) return 0;
+      if (!g.spans_nodes()) return AllToAllMs(bytes, g.size, link);
+      const int k = std::max(1, g.ranks_per_node);
+      const double local = static_cast<double>(k - 1) / g.size * bytes;
+      const double remote = static_cast<double>(g.size - k) / g.size * bytes;
+      return Ms((g.size - 1) * topo.inter.latency_s +
+                std::max(local / topo.intra.bandwidth_bytes_per_s,
+                         remote / topo.inter.bandwidth_bytes_per_s));
+    }
+  }
+  return 0;
+}
+
+double ParameterServerMs(double bytes, const GroupShape& workers, int servers,
+                         const Topology& topo) {
+  // Servers sit on other nodes than most workers once the job spans nodes; each worker and
+  // each server has its own NIC.
+  const Link link = workers.spans_nodes() ? topo.inter : topo.intra;
+  return ParameterServerMs(bytes, workers.size, servers, link);
+}
+
+double AlgBandwidth(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) : 0; }
+
+double BusBandwidthFactor(Collective c, int n) {
+  switch (c) {
+    case Collective::kAllReduceRing:
+    case Collective::kAllReduceTree:
+      return 2 * Frac(n);
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
+      return Frac(n);
+    case Collective::kSendRecv:
+      return 1;
+  }
+  return 1;
+}
+
+double BytesSentPerRank(Collective c, double bytes, int n) {
+  if (n <= 1 && c != Collective::kSendRecv) return 0;
+  switch (c) {
+    case Collective::kAllReduceRing:
+      return 2 * Frac(n) * bytes;
+    case Collective::kAllReduceTree:
+      return 2 * bytes;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
+      return Frac(n) * bytes;
+    case Collective::kSendRecv:
+      return bytes;
+  }
+  return 0;
+}
+
+}  // namespace pipetwin::models

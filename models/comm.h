@@ -1,0 +1,72 @@
+// comm.h — alpha-beta costs of collectives on a two-level topology (NVLink inside a node,
+// one InfiniBand NIC per GPU between nodes), in the nccl-tests conventions.
+//
+// `bytes` is the nccl-tests "size": the buffer each rank passes (all-reduce: the buffer;
+// all-gather: the gathered output; reduce-scatter: the input; all-to-all: the send buffer).
+//   algbw = bytes / time
+//   busbw = algbw * 2(n-1)/n   (all-reduce)
+//         = algbw * (n-1)/n    (all-gather, reduce-scatter, all-to-all)
+// Costs on one link of bandwidth B and latency a (seconds in, milliseconds out):
+//   ring all-reduce   2(n-1) a + 2(n-1)/n * S/B
+//   tree all-reduce   2 ceil(log2 n) a + 2 S/B              (pipelined double binary tree)
+//   all-gather        (n-1) a + (n-1)/n * S/B,  reduce-scatter the same
+//   all-to-all        (n-1) a + (n-1)/n * S/B
+//   send/recv         a + S/B
+//   parameter server  2 a + 2 max(1, n/servers) * S/B       (push grads, pull params)
+// A group that spans nodes runs at the slower of NVLink and its ranks-per-node NICs
+// (k ranks of the group on a node drive k NICs in parallel, as NCCL's rings do) with the
+// inter-node latency; a group inside one node runs on NVLink.
+//
+//   Topology topo{cluster.intra, cluster.inter};
+//   GroupShape g = layout.WorstShape(Dim::kDp, 8);
+//   double ms = CollectiveMs(Collective::kAllReduceRing, 1e9, g, topo);
+#pragma once
+
+#include <string_view>
+
+#include "models/cluster.h"
+#include "models/placement.h"
+
+namespace pipetwin::models {
+
+enum class Collective {
+  kAllReduceRing,
+  kAllReduceTree,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv,
+};
+std::string_view ToString(Collective c);
+
+struct Topology {
+  Link intra;  // NVLink
+  Link inter;  // one NIC per GPU
+};
+
+// Single-link costs (milliseconds).
+double RingAllReduceMs(double bytes, int n, const Link& link);
+double TreeAllReduceMs(double bytes, int n, const Link& link);
+double AllGatherMs(double bytes, int n, const Link& link);
+double ReduceScatterMs(double bytes, int n, const Link& link);
+double AllToAllMs(double bytes, int n, const Link& link);
+double SendRecvMs(double bytes, const Link& link);
+// n workers push `bytes` of gradients to `servers` parameter servers (each holding
+// bytes/servers, each with its own link) and pull the updated parameters back.
+double ParameterServerMs(double bytes, int n, int servers, const Link& link);
+
+// The link a group effectively runs on.
+Link GroupLink(const GroupShape& g, const Topology& topo);
+// Two-level cost of a collective over group g. All-to-all splits its traffic: the share for
+// ranks on the same node goes over NVLink, the rest over the rank's own NIC.
+double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topology& topo);
+double ParameterServerMs(double bytes, const GroupShape& workers, int servers,
+                         const Topology& topo);
+
+// nccl-tests conventions.
+double AlgBandwidth(double bytes, double ms);    // bytes per second
+double BusBandwidthFactor(Collective c, int n);  // busbw = algbw * factor
+// Bytes one rank puts on the wire for the collective (ring algorithms).
+double BytesSentPerRank(Collective c, double bytes, int n);
+
+}  // namespace pipetwin::models

@@ -1,0 +1,95 @@
+// costs.h — the one entry point the simulator calls: from a job's `model:`, `training:`,
+// `cluster:` and `parallel:` to the time, bytes and memory of every pipeline stage.
+//
+//   Expected<JobSpec> job = LoadJob("examples/gpt3-175b.yaml");
+//   Expected<JobCosts> c = models::BuildJobCosts(*job, /*num_stages=*/job->parallel.pp * 1);
+//   if (!c) return c.error();                       // bad input: names file, key, allowed
+//   const models::StageCost& s0 = c->stages[0];     // embedding + first layers
+//   double f = s0.forward_ms;                       // one microbatch's F on one rank
+//   std::int64_t act = s0.activation_bytes_per_microbatch;   // times the in-flight count
+//
+// A stage is a model chunk: `num_stages` = pp x chunks per rank (vpp, or 2 for V-shaped
+// schedules). Layers are split evenly over the stages unless `model.layers_per_stage` lists
+// them; the first stage also holds the embedding, the last the final norm, the output
+// layer and the loss. Every number is for ONE rank of the stage's TP x CP group and ONE
+// microbatch, except the per-iteration DP and optimizer terms.
+//
+// Times include the TP / SP / CP collectives on the critical path (Megatron-LM runs them on
+// the compute stream between the GEMMs); the *_comm_ms fields give the exposed part for the
+// step breakdown. CP's ring-attention transfers overlap the attention compute, so only the
+// part longer than the compute is exposed. Under sequence parallelism the all-gather that W
+// needs again overlaps W's GEMMs. ZeRO-3 gathers each stage's parameters before F and I,
+// prefetched under compute.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/cluster.h"
+#include "models/model.h"
+#include "models/placement.h"
+#include "models/training.h"
+#include "schedule/expected.h"
+#include "schedule/job.h"
+
+namespace pipetwin::models {
+
+struct StageCost {  // one pipeline stage (model chunk), one microbatch, one rank
+  int first_layer = 0, layers = 0;
+  bool has_embedding = false, has_output = false;
+
+  double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
+  double forward_tp_comm_ms = 0, backward_tp_comm_ms = 0;  // exposed TP/SP collectives
+  double forward_cp_comm_ms = 0, backward_cp_comm_ms = 0;  // exposed ring-attention transfers
+  double p2p_bytes = 0;  // activation (and, same size, gradient) sent to the next/previous stage
+  double p2p_ms = 0;     // one such transfer to the next stage (latency + bytes / bandwidth)
+
+  // Per iteration.
+  double dp_reduce_ms = 0;        // gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1)
+  double dp_reduce_bytes = 0;     // bytes one rank sends in it; 0 if dp x cp == 1
+  double param_allgather_ms = 0;  // ZeRO 1/2: parameters gathered after the optimizer step
+  double embedding_sync_ms = 0;   // tied embeddings over > 1 stage: first/last grads summed
+  double optimizer_ms = 0;        // memory-bound optimizer step over this rank's shard
+
+  // FLOPs of one microbatch of this stage, summed over its TP x CP group.
+  double model_flops_per_microbatch = 0;             // Narayanan et al.: F + B, no recompute
+  double hardware_flops_per_microbatch = 0;          // what runs, recompute included
+  double model_flops_per_microbatch_per_device = 0;  // the above / (tp x cp)
+
+  std::int64_t params = 0;  // parameters this rank holds for the stage before ZeRO
+  std::int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, comm_buffer_bytes = 0;
+  std::int64_t activation_bytes_per_microbatch = 0;    // held from F until I (or B) is done
+  std::int64_t activation_bytes_pending_w = 0;         // held from I until W is done
+  std::int64_t activation_transient_bytes = 0;         // working set of full recompute in I
+  std::int64_t tp_bytes_per_microbatch = 0;            // bytes one rank sends in TP/SP collectives
+  std::int64_t cp_bytes_per_microbatch = 0;            // bytes one rank sends in ring attention
+  std::int64_t zero3_gather_bytes_per_microbatch = 0;  // ZeRO-3 parameter gathers (F and I)
+};
+
+struct JobCosts {
+  std::vector<StageCost> stages;                              // size num_stages, in model order
+  double p2p_latency_ms = 0, p2p_bandwidth_bytes_per_ms = 0;  // worst pipeline link
+  double sync_ms = 0;  // all-rank reduction before the optimizer step (grad norm, inf check)
+  std::int64_t hbm_bytes = 0;
+  double peak_flops_per_device = 0;  // dense, in the training precision
+  int world_size = 1;
+  std::int64_t tokens_per_microbatch = 0;  // micro_batch x seq_len
+  int micro_batch = 1;
+  int microbatches = 1;
+  std::int64_t total_parameters = 0;
+  ModelConfig model;
+  TrainingConfig training;
+  ClusterConfig cluster;
+  DimOrder rank_order = kMegatronOrder;
+};
+
+// Reads `model:`, `training:`, `cluster:` (they must be present unless defaults apply:
+// `training:` and `cluster:` may be left out), checks them against `parallel:` and costs
+// every stage. Errors are bad input naming the file, the key and what is allowed.
+Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages);
+
+// The number of layers of each stage: `model.layers_per_stage` when given (length
+// num_stages, sum layers), else an even split (an error when it does not divide).
+Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
+
+}  // namespace pipetwin::models

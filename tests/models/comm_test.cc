@@ -1,0 +1,121 @@
+#include "models/comm.h"
+
+#include <gtest/gtest.h>
+
+namespace pipetwin::models {
+namespace {
+
+constexpr double kB = 100e9;  // bytes/s
+constexpr double kA = 5e-6;   // s
+
+TEST(CommTest, RingAllReduceIsTwoNMinusOneOverN) {
+  const Link link{kB, kA};
+  const double S = 1e9;
+  for (int n : {2, 4, 8, 64}) {
+    const double expected_s = 2.0 * (n - 1) / n * S / kB + 2.0 * (n - 1) * kA;
+    EXPECT_DOUBLE_EQ(RingAllReduceMs(S, n, link), 1e3 * expected_s) << n;
+  }
+  EXPECT_EQ(RingAllReduceMs(S, 1, link), 0);
+}
+
+TEST(CommTest, OtherCollectives) {
+  const Link link{kB, kA};
+  const double S = 1e9;
+  const int n = 8;
+  EXPECT_DOUBLE_EQ(AllGatherMs(S, n, link), 1e3 * (7.0 / 8 * S / kB + 7 * kA));
+  EXPECT_DOUBLE_EQ(ReduceScatterMs(S, n, link), AllGatherMs(S, n, link));
+  // A ring all-reduce is a reduce-scatter followed by an all-gather.
+  EXPECT_DOUBLE_EQ(RingAllReduceMs(S, n, link), 2 * ReduceScatterMs(S, n, link));
+  EXPECT_DOUBLE_EQ(TreeAllReduceMs(S, n, link), 1e3 * (2 * S / kB + 2 * 3 * kA));
+  EXPECT_DOUBLE_EQ(SendRecvMs(S, link), 1e3 * (S / kB + kA));
+  EXPECT_DOUBLE_EQ(AllToAllMs(S, n, link), 1e3 * (7.0 / 8 * S / kB + 7 * kA));
+  // Tree wins on latency for small messages over many ranks, ring on bandwidth.
+  EXPECT_LT(TreeAllReduceMs(1e3, 1024, link), RingAllReduceMs(1e3, 1024, link));
+  EXPECT_LT(RingAllReduceMs(1e9, 8, link), TreeAllReduceMs(1e9, 8, link));
+}
+
+TEST(CommTest, NcclTestsBusBandwidth) {
+  const Link link{kB, 0};
+  const double S = 1e9;
+  const int n = 8;
+  // With no latency, busbw of a ring collective equals the link bandwidth.
+  const double ar = RingAllReduceMs(S, n, link);
+  EXPECT_DOUBLE_EQ(AlgBandwidth(S, ar) * BusBandwidthFactor(Collective::kAllReduceRing, n), kB);
+  const double ag = AllGatherMs(S, n, link);
+  EXPECT_DOUBLE_EQ(AlgBandwidth(S, ag) * BusBandwidthFactor(Collective::kAllGather, n), kB);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kAllReduceRing, n), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kReduceScatter, n), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(BytesSentPerRank(Collective::kAllReduceRing, S, n), 2.0 * 7 / 8 * S);
+}
+
+TEST(CommTest, GroupsSpanningNodesCostMore) {
+  const Topology topo{{240e9, 2e-6}, {22.5e9, 5e-6}};
+  const GroupShape inside{8, 1, 8};
+  const GroupShape across{8, 8, 1};     // one rank per node: one NIC each
+  const GroupShape two_nodes{8, 2, 4};  // four NICs per node carry the ring
+  for (Collective c :
+       {Collective::kAllReduceRing, Collective::kAllReduceTree, Collective::kAllGather,
+        Collective::kReduceScatter, Collective::kAllToAll, Collective::kSendRecv}) {
+    EXPECT_GT(CollectiveMs(c, 1e8, across, topo), CollectiveMs(c, 1e8, inside, topo))
+        << ToString(c);
+    EXPECT_GT(CollectiveMs(c, 1e8, across, topo), CollectiveMs(c, 1e8, two_nodes, topo))
+        << ToString(c);
+  }
+  EXPECT_DOUBLE_EQ(GroupLink(across, topo).bandwidth_bytes_per_s, 22.5e9);
+  EXPECT_DOUBLE_EQ(GroupLink(two_nodes, topo).bandwidth_bytes_per_s, 4 * 22.5e9);
+  EXPECT_DOUBLE_EQ(GroupLink(inside, topo).bandwidth_bytes_per_s, 240e9);
+}
+
+TEST(CommTest, ParameterServer) {
+  const Link link{kB, kA};
+  const double S = 1e9;
+  // One server: its link carries n pushes and n pulls.
+  EXPECT_DOUBLE_EQ(ParameterServerMs(S, 8, 1, link), 1e3 * (2 * kA + 2 * 8 * S / kB));
+  // As many servers as workers: each worker's own link is the bottleneck.
+  EXPECT_DOUBLE_EQ(ParameterServerMs(S, 8, 8, link), 1e3 * (2 * kA + 2 * S / kB));
+  EXPECT_GT(ParameterServerMs(S, 8, 1, link), RingAllReduceMs(S, 8, link));
+}
+
+TEST(PlacementTest, MegatronOrderRoundTrip) {
+  ParallelConfig p;
+  p.pp = 4;
+  p.dp = 3;
+  p.tp = 8;
+  p.cp = 2;
+  const RankLayout l(p);
+  EXPECT_EQ(l.world_size(), 192);
+  EXPECT_EQ(l.GlobalRank({.pp = 0, .dp = 0, .tp = 3, .cp = 0}), 3);
+  EXPECT_EQ(l.GlobalRank({.pp = 0, .dp = 0, .tp = 0, .cp = 1}), 8);
+  EXPECT_EQ(l.GlobalRank({.pp = 0, .dp = 1, .tp = 0, .cp = 0}), 16);
+  EXPECT_EQ(l.GlobalRank({.pp = 1, .dp = 0, .tp = 0, .cp = 0}), 48);
+  for (int r = 0; r < l.world_size(); ++r) EXPECT_EQ(l.GlobalRank(l.Coord(r)), r);
+  EXPECT_EQ(l.Group(Dim::kDp, {.pp = 1, .dp = 2, .tp = 5, .cp = 1}),
+            (std::vector<int>{48 + 8 + 5, 48 + 16 + 8 + 5, 48 + 32 + 8 + 5}));
+  // 8 GPUs per node: TP stays inside a node, CP and DP groups span nodes.
+  EXPECT_FALSE(l.SpansNodes(Dim::kTp, {}, 8));
+  EXPECT_TRUE(l.SpansNodes(Dim::kCp, {}, 8));
+  EXPECT_TRUE(l.SpansNodes(Dim::kDp, {}, 8));
+  EXPECT_FALSE(l.SpansNodes(Dim::kCp, {}, 16));
+  const GroupShape dp = l.WorstShape(Dim::kDp, Dim::kCp, 8);
+  EXPECT_EQ(dp.size, 6);
+  EXPECT_EQ(dp.nodes, 6);
+  EXPECT_EQ(dp.ranks_per_node, 1);
+}
+
+TEST(PlacementTest, CustomOrder) {
+  Expected<DimOrder> o = ParseDimOrder("dp-tp-cp-pp");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(ToString(*o), "dp-tp-cp-pp");
+  ParallelConfig p;
+  p.dp = 2;
+  p.tp = 4;
+  const RankLayout l(p, *o);
+  EXPECT_EQ(l.GlobalRank({.pp = 0, .dp = 1, .tp = 0, .cp = 0}), 1);
+  EXPECT_EQ(l.GlobalRank({.pp = 0, .dp = 0, .tp = 1, .cp = 0}), 2);
+  EXPECT_FALSE(ParseDimOrder("tp-dp-pp"));
+  EXPECT_FALSE(ParseDimOrder("tp-tp-dp-pp"));
+  EXPECT_FALSE(ParseDimOrder("tp-cp-dp-xx"));
+}
+
+}  // namespace
+}  // namespace pipetwin::models

@@ -1,0 +1,184 @@
+#include "models/model.h"
+
+#include <gtest/gtest.h>
+
+#include "models/training.h"
+#include "schedule/job.h"
+
+namespace pipetwin::models {
+namespace {
+
+// Narayanan et al. 2021, Sec. 5.1: P = 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)) for a GPT
+// model with learned position embeddings, tied embeddings and biases. The closed form leaves
+// out the final LayerNorm (2h parameters).
+double NarayananParams(const ModelConfig& m) {
+  const double l = m.layers, h = m.hidden, V = m.vocab, s = m.seq_len;
+  return 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+}
+
+TEST(ModelTest, Gpt3ParametersMatchNarayananClosedForm) {
+  for (const char* name : {"gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b",
+                           "gpt3-6.7b", "gpt3-13b", "gpt3-175b"}) {
+    Expected<ModelConfig> m = FindPreset(name);
+    ASSERT_TRUE(m) << name;
+    const double expected = NarayananParams(*m) + 2.0 * m->hidden;
+    EXPECT_NEAR(static_cast<double>(TotalParameters(*m)), expected, expected * 1e-13) << name;
+  }
+}
+
+TEST(ModelTest, PublishedSizes) {
+  // Brown et al. 2020 Table 2.1 rounds: 125M, 1.3B, 175B.
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("gpt3-125m"))), 125e6, 1e6);
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("gpt3-1.3b"))), 1.3e9, 0.05e9);
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("gpt3-175b"))), 175e9, 0.5e9);
+  // Llama: 6,738,415,616 (Llama 2 7B), 8,030,261,248 (Llama 3 8B), 70.55e9, 405.9e9.
+  EXPECT_EQ(TotalParameters(*FindPreset("llama2-7b")), 6738415616);
+  EXPECT_EQ(TotalParameters(*FindPreset("llama3-8b")), 8030261248);
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("llama3-70b"))), 70.55e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("llama3-405b"))), 405.85e9, 0.1e9);
+}
+
+TEST(ModelTest, Llama3_405bShape) {
+  const ModelConfig m = *FindPreset("llama3-405b");
+  EXPECT_EQ(m.layers, 126);
+  EXPECT_EQ(m.hidden, 16384);
+  EXPECT_EQ(m.ffn_hidden, 53248);
+  EXPECT_EQ(m.heads, 128);
+  EXPECT_EQ(m.kv_heads, 8);
+  EXPECT_EQ(m.vocab, 128256);
+  EXPECT_EQ(m.seq_len, 8192);
+  EXPECT_EQ(m.mlp, Mlp::kSwiglu);
+  EXPECT_EQ(m.norm, Norm::kRmsNorm);
+  EXPECT_FALSE(m.tied_embeddings);
+}
+
+TEST(ModelTest, PresetNamesAreAllFound) {
+  EXPECT_EQ(PresetNames().size(), 14u);
+  for (const auto& n : PresetNames()) EXPECT_TRUE(FindPreset(n)) << n;
+}
+
+Expected<JobSpec> Job(const std::string& yaml) { return ParseJob(yaml, "job.yaml"); }
+
+Expected<ModelConfig> Model(const std::string& yaml) {
+  Expected<JobSpec> job = Job(yaml);
+  if (!job) return job.error();
+  return ParseModelConfig(job->model, YamlFields{job->path});
+}
+
+const char* kHead = "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4}\n";
+
+TEST(ModelTest, PresetWithOverride) {
+  Expected<ModelConfig> m =
+      Model(std::string(kHead) + "model: {preset: gpt3-175b, seq_len: 4096}\n");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->seq_len, 4096);
+  EXPECT_EQ(m->hidden, 12288);
+  EXPECT_EQ(m->layers, 96);
+}
+
+TEST(ModelTest, ExplicitShape) {
+  Expected<ModelConfig> m = Model(std::string(kHead) +
+                                  "model: {layers: 8, hidden: 256, heads: 8, kv_heads: 2,\n"
+                                  "        vocab: 1000, seq_len: 128, mlp: swiglu,\n"
+                                  "        norm: rmsnorm, tied_embeddings: false,\n"
+                                  "        layers_per_stage: [1, 3, 3, 1]}\n");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->ffn_hidden, 1024);  // default 4h
+  EXPECT_EQ(m->kv_heads, 2);
+  EXPECT_EQ(m->mlp, Mlp::kSwiglu);
+  EXPECT_EQ(m->layers_per_stage, (std::vector<int>{1, 3, 3, 1}));
+}
+
+TEST(ModelTest, ErrorsNameFileKeyAndAllowedValues) {
+  Expected<ModelConfig> unknown = Model(std::string(kHead) + "model: {preset: tiny, layerz: 3}\n");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("job.yaml:"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("layerz"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("seq_len"), std::string::npos);  // allowed list
+  EXPECT_EQ(unknown.error().exit_status(), 2);
+
+  Expected<ModelConfig> preset = Model(std::string(kHead) + "model: {preset: gpt5}\n");
+  ASSERT_FALSE(preset);
+  EXPECT_NE(preset.error().message.find("job.yaml:"), std::string::npos);
+  EXPECT_NE(preset.error().message.find("model.preset"), std::string::npos);
+  EXPECT_NE(preset.error().message.find("gpt3-175b"), std::string::npos);
+  EXPECT_NE(preset.error().message.find("llama3-405b"), std::string::npos);
+
+  Expected<ModelConfig> mlp = Model(std::string(kHead) + "model: {preset: tiny, mlp: relu}\n");
+  ASSERT_FALSE(mlp);
+  EXPECT_NE(mlp.error().message.find("model.mlp"), std::string::npos);
+  EXPECT_NE(mlp.error().message.find("swiglu"), std::string::npos);
+
+  Expected<ModelConfig> missing = Model(std::string(kHead) + "model: {hidden: 64}\n");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("model.layers"), std::string::npos);
+
+  Expected<ModelConfig> heads = Model(std::string(kHead) + "model: {preset: tiny, heads: 3}\n");
+  ASSERT_FALSE(heads);
+  EXPECT_NE(heads.error().message.find("heads"), std::string::npos);
+}
+
+TEST(TrainingTest, ParsesAndRejects) {
+  Expected<JobSpec> job =
+      Job(std::string(kHead) +
+          "model: {preset: tiny}\n"
+          "training: {global_batch: 64, micro_batch: 2, precision: fp16, optimizer: "
+          "sgd-momentum, recompute: full}\n");
+  ASSERT_TRUE(job) << job.error().message;
+  Expected<TrainingConfig> t = ParseTrainingConfig(job->training, YamlFields{job->path});
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->global_batch, 64);
+  EXPECT_EQ(t->micro_batch, 2);
+  EXPECT_EQ(t->precision, Precision::kFp16);
+  EXPECT_EQ(t->optimizer, Optimizer::kSgdMomentum);
+  EXPECT_EQ(t->recompute, Recompute::kFull);
+
+  for (const char* bad : {"training: {precision: fp8}\n", "training: {optimizer: lamb}\n",
+                          "training: {recompute: some}\n", "training: {batch: 3}\n"}) {
+    Expected<JobSpec> j = Job(std::string(kHead) + "model: {preset: tiny}\n" + bad);
+    ASSERT_TRUE(j) << j.error().message;
+    Expected<TrainingConfig> x = ParseTrainingConfig(j->training, YamlFields{j->path});
+    ASSERT_FALSE(x) << bad;
+    EXPECT_NE(x.error().message.find("job.yaml:"), std::string::npos) << x.error().message;
+    EXPECT_NE(x.error().message.find("training"), std::string::npos) << x.error().message;
+  }
+  Expected<JobSpec> j =
+      Job(std::string(kHead) + "model: {preset: tiny}\ntraining: {optimizer: lamb}\n");
+  EXPECT_NE(ParseTrainingConfig(j->training, YamlFields{j->path})
+                .error()
+                .message.find("adam, sgd, sgd-momentum"),
+            std::string::npos);
+}
+
+TEST(TrainingTest, ResolveMicrobatches) {
+  const char* head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
+  Expected<JobSpec> derived =
+      Job(std::string(head) + "training: {global_batch: 64, micro_batch: 2}\n");
+  ASSERT_TRUE(derived) << derived.error().message;
+  Expected<int> m = ResolveMicrobatches(*derived);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(*m, 8);  // 64 / (2 x 4)
+
+  Expected<JobSpec> uneven =
+      Job(std::string(head) + "training: {global_batch: 60, micro_batch: 2}\n");
+  ASSERT_TRUE(uneven);
+  Expected<int> u = ResolveMicrobatches(*uneven);
+  ASSERT_FALSE(u);
+  EXPECT_NE(u.error().message.find("training.global_batch"), std::string::npos);
+  EXPECT_NE(u.error().message.find("parallel.dp"), std::string::npos);
+
+  Expected<JobSpec> agree =
+      Job(std::string(head) + "microbatches: 8\ntraining: {global_batch: 64, micro_batch: 2}\n");
+  ASSERT_TRUE(agree);
+  EXPECT_EQ(*ResolveMicrobatches(*agree), 8);
+
+  Expected<JobSpec> disagree =
+      Job(std::string(head) + "microbatches: 4\ntraining: {global_batch: 64, micro_batch: 2}\n");
+  ASSERT_TRUE(disagree);
+  Expected<int> d = ResolveMicrobatches(*disagree);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("microbatches"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetwin::models

@@ -205,7 +205,7 @@ void Chunk::ZeroGrads() { grads_.mat().setZero(); }
 
 void Chunk::SyncSequenceParallelGrads() {
   if (tp_.cfg.size == 1 || !tp_.cfg.sequence_parallel) return;
-  tp_.comm->AllReduceSum(grads_.span().first(layout_.replicated));
+  tp_.comm->AllReduceSum(replicated_grads());
 }
 
 void Chunk::LoadFullParams(std::span<const float> full) {

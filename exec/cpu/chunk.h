@@ -28,6 +28,13 @@
 // SyncSequenceParallelGrads() once after the last W of a step (before the DP reduction): it
 // all-reduces the replicated segment over the TP group.
 //
+// Tensor parallelism: the blocks are Megatron-sharded (QKV/fc1 column-parallel, out-proj/fc2
+// row-parallel, heads split). The embedding and the head (final LayerNorm, output layer, loss)
+// are replicated on every TP rank, not vocab-parallel: without SP each TP rank computes them in
+// full; with SP each computes them on its own rows. TP collectives are issued inside Forward and
+// BackwardInput only (2 per block each, plus one 1-float all-reduce of the loss under SP), in
+// the same order on every TP rank; BackwardWeight never communicates.
+//
 // Errors: calling F twice for a microbatch, I before F, W before I, or passing spans of the
 // wrong size throws std::logic_error / std::invalid_argument (an engine bug, not bad input).
 #pragma once
@@ -79,6 +86,8 @@ class Chunk {
   std::span<const float> params() const { return params_.span(); }
   std::span<float> grads() { return grads_.span(); }
   std::span<const float> grads() const { return grads_.span(); }
+  // The replicated segment (parameters every TP rank holds whole): [0, layout().replicated).
+  std::span<float> replicated_grads() { return grads().first(layout_.replicated); }
   const ParamLayout& layout() const { return layout_; }
   // The same chunk's tp = 1 flat buffers ↔ this rank's shards (tests, reference checks).
   void LoadFullParams(std::span<const float> full);

@@ -19,6 +19,10 @@
 // W needs the input and dlogits.
 // During I the activations rise above their level at the start of I by at most
 // activations_i_transient (the output gradient of fc2 is kept before anything is freed).
+// Under SP the column-parallel inputs and row-parallel output gradients kept for W are the
+// gathered N-row tensors (so W needs no collective); that makes activations_pending_w larger
+// than activations_full for most SP configurations.
+// Under TP the embedding and head are replicated (R rows each; R = N without SP).
 // Workspace (transient tensors inside one action) and the engine's comm buffers are not
 // predicted here.
 #pragma once

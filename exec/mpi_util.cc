@@ -1,0 +1,59 @@
+#include "exec/mpi_util.h"
+
+#include <memory>
+#include <thread>
+
+namespace pipetwin::exec {
+
+int WorldRank() {
+  int r = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void CheckMpi(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw MpiError(std::string(file) + ":" + std::to_string(line) + ": rank " +
+                 std::to_string(WorldRank()) + ": " + call + " failed: " + msg);
+}
+
+void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
+             const std::function<std::string()>& what) {
+  int polls = 0;
+  while (!done()) {
+    if (Clock::now() > deadline) throw TimeoutError("timed out: " + what());
+    if (++polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+    }
+  }
+}
+
+Groups::~Groups() {
+  for (MPI_Comm* c : {&pp, &dp, &tp}) {
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+}
+
+std::unique_ptr<Groups> Groups::Split(const models::RankLayout& layout) {
+  auto g = std::make_unique<Groups>();
+  const int rank = WorldRank();
+  g->coord = layout.Coord(rank);
+  const models::RankCoord c = g->coord;
+  // The colour is the rank of the group's first member; the key orders by the group's dim.
+  auto split = [&](models::Dim d, MPI_Comm* out) {
+    models::RankCoord first = c;
+    first.Set(d, 0);
+    PT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, layout.GlobalRank(first), c.Get(d), out));
+  };
+  split(models::Dim::kPp, &g->pp);
+  split(models::Dim::kDp, &g->dp);
+  split(models::Dim::kTp, &g->tp);
+  return g;
+}
+
+}  // namespace pipetwin::exec

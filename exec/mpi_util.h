@@ -1,0 +1,56 @@
+// mpi_util.h — checked MPI calls, waits with a deadline, and the parallel groups of a job.
+//
+//   PT_MPI_CHECK(MPI_Isend(...));     // throws MpiError with file:line, rank and MPI's message
+//   WaitFor(deadline, [&] { return Test(req); }, [&] { return "rank 1: 2RECV_F0 from rank 0"; });
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "models/placement.h"
+
+namespace pipetwin::exec {
+
+class MpiError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A receive, send or collective that did not complete before the deadline.
+class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void CheckMpi(int rc, const char* call, const char* file, int line);
+#define PT_MPI_CHECK(call) ::pipetwin::exec::CheckMpi((call), #call, __FILE__, __LINE__)
+
+int WorldRank();
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `done` until it returns true; past `deadline` throws TimeoutError with what().
+// Backs off from spinning to short sleeps so that oversubscribed ranks leave the cores to
+// the ranks that compute.
+void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
+             const std::function<std::string()>& what);
+
+// One MPI communicator per parallel group of this rank, split from MPI_COMM_WORLD by the
+// same rank placement the simulator uses.
+struct Groups {
+  models::RankCoord coord;
+  MPI_Comm pp = MPI_COMM_NULL;  // ranks of this pipeline (same dp, tp, cp), ordered by pp rank
+  MPI_Comm dp = MPI_COMM_NULL;
+  MPI_Comm tp = MPI_COMM_NULL;
+  Groups() = default;
+  Groups(const Groups&) = delete;
+  Groups& operator=(const Groups&) = delete;
+  ~Groups();
+  static std::unique_ptr<Groups> Split(const models::RankLayout& layout);
+};
+
+}  // namespace pipetwin::exec

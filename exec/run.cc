@@ -1,0 +1,406 @@
+#include "exec/run.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "exec/cpu_backend.h"
+#include "exec/engine.h"
+#include "exec/mpi_util.h"
+#include "models/costs.h"
+#include "models/model.h"
+#include "models/placement.h"
+#include "models/training.h"
+#include "schedule/build.h"
+#include "schedule/yaml_fields.h"
+
+namespace pipetwin::exec {
+namespace {
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// A collective on MPI_COMM_WORLD bounded by the timeout.
+void WaitRequest(MPI_Request* req, double timeout_s, const std::string& what) {
+  WaitFor(
+      Clock::now() + Seconds(timeout_s),
+      [&] {
+        int done = 0;
+        PT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      [&] { return "rank " + std::to_string(WorldRank()) + ": " + what; });
+}
+
+double AllReduceMax(double v, double timeout_s, const char* what) {
+  MPI_Request req;
+  double out = 0;
+  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, what);
+  return out;
+}
+
+double AllReduceSum(double v, double timeout_s, const char* what) {
+  MPI_Request req;
+  double out = 0;
+  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, what);
+  return out;
+}
+
+void Barrier(double timeout_s, const char* what) {
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, what);
+}
+
+Expected<cpu::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfig& m,
+                                    int micro_batch, std::uint64_t seed) {
+  YamlFields f{job.path};
+  const YAML::Node at = job.root["model"] ? job.root["model"] : job.root;
+  if (m.mlp != models::Mlp::kGelu || m.norm != models::Norm::kLayerNorm ||
+      m.position != models::Position::kLearned) {
+    return f.At(at, "model",
+                "the CPU backend runs a GPT-style decoder (mlp: gelu, norm: layernorm, learned "
+                "positions); this model has mlp " + std::string(models::ToString(m.mlp)) +
+                    ", norm " + std::string(models::ToString(m.norm)));
+  }
+  if (m.kv_heads != m.heads) {
+    return f.At(at, "model.kv_heads",
+                "the CPU backend has no grouped-query attention: kv_heads must equal heads");
+  }
+  cpu::ModelConfig c;
+  c.layers = m.layers;
+  c.hidden = m.hidden;
+  c.ffn_hidden = m.ffn_hidden;
+  c.heads = m.heads;
+  c.vocab = m.vocab;
+  c.seq_len = m.seq_len;
+  c.micro_batch = micro_batch;
+  c.seed = seed;
+  return c;
+}
+
+// Gathers every rank's events of one step on rank 0.
+Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, double timeout_s) {
+  constexpr int kFields = 8;
+  std::vector<std::int64_t> flat;
+  flat.reserve(mine.size() * kFields);
+  for (const TimelineEvent& e : mine) {
+    flat.insert(flat.end(), {e.action.stage, static_cast<std::int64_t>(e.action.kind),
+                             e.action.microbatch, static_cast<std::int64_t>(e.stream), e.start_ns,
+                             e.end_ns, e.peer, e.bytes});
+  }
+  int n = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<std::size_t>(world));
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, "gathering the timeline");
+  std::vector<int> displs(static_cast<std::size_t>(world), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  std::vector<std::int64_t> all(static_cast<std::size_t>(displs.back() + counts.back()));
+  PT_MPI_CHECK(MPI_Igatherv(flat.data(), n, MPI_INT64_T, all.data(), counts.data(),
+                            displs.data(), MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, "gathering the timeline");
+  Timeline t;
+  if (WorldRank() != 0) return t;
+  t.events.resize(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const auto* p = all.data() + displs[static_cast<std::size_t>(r)];
+    for (int i = 0; i < counts[static_cast<std::size_t>(r)]; i += kFields) {
+      TimelineEvent e;
+      e.action = Action{static_cast<std::int32_t>(p[i]), static_cast<ActionKind>(p[i + 1]),
+                        static_cast<std::int32_t>(p[i + 2])};
+      e.stream = static_cast<Stream>(p[i + 3]);
+      e.start_ns = p[i + 4];
+      e.end_ns = p[i + 5];
+      e.peer = static_cast<std::int32_t>(p[i + 6]);
+      e.bytes = p[i + 7];
+      t.events[static_cast<std::size_t>(r)].push_back(e);
+    }
+  }
+  return t;
+}
+
+// Worst relative error (‖a − b‖ / ‖b‖ per tensor) of this rank's gradients against a
+// single-process reference of the same model and data; also checks the step's mean loss.
+double ReferenceError(const cpu::ModelConfig& model, CpuBackend& backend,
+                      const std::vector<int>& stages, int microbatches, int dp,
+                      const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss) {
+  cpu::Accountant acc;
+  cpu::Chunk ref(model, cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers,
+                                       .first = true, .last = true},
+                 cpu::TpConfig{}, acc);
+  ref.set_loss_scale(1.0f / static_cast<float>(microbatches * dp));
+  cpu::SyntheticData data({.vocab = model.vocab, .seq_len = model.seq_len,
+                           .micro_batch = model.micro_batch, .seed = seed, .noise = 0.0f});
+  std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
+  double loss = 0;
+  for (int mb = 0; mb < microbatches * dp; ++mb) {
+    data.Fill(0, mb, tokens, labels);
+    loss += static_cast<double>(ref.Forward(mb, {.tokens = tokens, .labels = labels}));
+    ref.Backward(mb, {}, {});
+  }
+  loss /= microbatches * dp;
+  double worst = std::abs(measured_loss - loss) / std::max(std::abs(loss), 1e-30);
+  for (int s : stages) {
+    cpu::Chunk& c = backend.chunk(s);
+    std::vector<float> shard;
+    for (const cpu::ParamInfo& p : c.layout().params) {
+      const cpu::ParamInfo& rp = ref.layout().Find(p.name);
+      shard.assign(static_cast<std::size_t>(p.size()), 0.0f);
+      cpu::ShardFromFull(p, tp, ref.grads().data() + rp.offset, shard.data());
+      double diff = 0, norm = 0;
+      for (std::size_t i = 0; i < shard.size(); ++i) {
+        const double a = static_cast<double>(c.grads()[p.offset + i]);
+        const double b = static_cast<double>(shard[i]);
+        diff += (a - b) * (a - b);
+        norm += b * b;
+      }
+      worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job) {
+  ExecutionConfig c;
+  YamlFields f{job.path};
+  const YAML::Node n = job.root["execution"];
+  if (!n) return c;
+  if (Status s = f.CheckKeys(n, "execution", {"steps", "warmup", "timeout_s", "seed",
+                                              "learning_rate", "recv_window"});
+      !s) {
+    return s.error();
+  }
+  if (n["steps"]) {
+    auto v = f.Int(n["steps"], "execution.steps", 1, 100000);
+    if (!v) return v.error();
+    c.steps = static_cast<int>(*v);
+  }
+  if (n["warmup"]) {
+    auto v = f.Int(n["warmup"], "execution.warmup", 0, 100000);
+    if (!v) return v.error();
+    c.warmup = static_cast<int>(*v);
+  }
+  if (n["timeout_s"]) {
+    auto v = f.Number(n["timeout_s"], "execution.timeout_s", 0.001, 86400);
+    if (!v) return v.error();
+    c.timeout_s = *v;
+  }
+  if (n["seed"]) {
+    auto v = f.Int(n["seed"], "execution.seed", 0, 1LL << 62);
+    if (!v) return v.error();
+    c.seed = static_cast<std::uint64_t>(*v);
+  }
+  if (n["learning_rate"]) {
+    auto v = f.Number(n["learning_rate"], "execution.learning_rate", 0, 10);
+    if (!v) return v.error();
+    c.learning_rate = *v;
+  }
+  if (n["recv_window"]) {
+    auto v = f.Int(n["recv_window"], "execution.recv_window", 1, 1 << 20);
+    if (!v) return v.error();
+    c.recv_window = static_cast<int>(*v);
+  }
+  return c;
+}
+
+Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
+  auto exe = ParseExecutionConfig(job);
+  if (!exe) return exe.error();
+  YamlFields f{job.path};
+  if (opts.backend == "cuda") {
+    return Error::Failure("the CUDA backend is not built yet in this version (use --backend cpu)");
+  }
+  if (opts.backend != "cpu") {
+    return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
+  }
+  const ParallelConfig& par = job.parallel;
+  if (par.cp > 1) {
+    return f.At(job.root["parallel"]["cp"], "parallel.cp",
+                "context parallelism (ring attention) is not in the CPU executor yet: use cp: 1 "
+                "with `run` (simulate models it)");
+  }
+  if (par.zero > 0) {
+    return f.At(job.root["parallel"]["zero"], "parallel.zero",
+                "ZeRO is not in the CPU executor yet: use zero: 0 with `run`");
+  }
+  int world = 0;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (world != par.WorldSize()) {
+    return Error::BadInput(job.path + ": parallel: pp × dp × tp × cp = " +
+                           std::to_string(par.pp) + " × " + std::to_string(par.dp) + " × " +
+                           std::to_string(par.tp) + " × " + std::to_string(par.cp) + " = " +
+                           std::to_string(par.WorldSize()) + " ranks, but mpirun started " +
+                           std::to_string(world) + " (use mpirun -np " +
+                           std::to_string(par.WorldSize()) + ")");
+  }
+  // Model and training: the same keys as the cost model; the tiny preset by default.
+  YAML::Node model_node = job.root["model"];
+  if (!model_node) model_node = YAML::Load("{preset: tiny}");
+  auto model = models::ParseModelConfig(model_node, f);
+  if (!model) return model.error();
+  int micro_batch = 1;
+  bool adam = true;
+  if (job.root["training"]) {
+    auto t = models::ParseTrainingConfig(job.root["training"], f);
+    if (!t) return t.error();
+    micro_batch = t->micro_batch;
+    adam = t->optimizer == models::Optimizer::kAdam;
+  }
+  auto m = models::ResolveMicrobatches(job);
+  if (!m) return m.error();
+  auto cpu_model = CpuModel(job, *model, micro_batch, exe->seed);
+  if (!cpu_model) return cpu_model.error();
+  auto sched = BuildSchedule(job, *m);
+  if (!sched) return sched.error();
+  auto layers = models::SplitLayers(*model, sched->num_stages);
+  if (!layers) return layers.error();
+
+  const models::RankLayout layout(par);
+  auto groups = Groups::Split(layout);
+  const models::RankCoord me = groups->coord;
+  CpuBackendConfig bc;
+  bc.model = *cpu_model;
+  bc.layers_per_stage = *layers;
+  bc.stage_to_rank = sched->stage_to_rank;
+  bc.pp_rank = me.pp;
+  bc.microbatches = *m;
+  bc.dp = par.dp;
+  bc.dp_rank = me.dp;
+  bc.tp = cpu::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
+  if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{}, bc.tp)) {
+    return f.At(job.root["model"] ? job.root["model"] : job.root, "model", *why);
+  }
+  bc.adam = adam;
+  bc.learning_rate = static_cast<float>(exe->learning_rate);
+  bc.data_seed = exe->seed;
+  bc.timeout_s = exe->timeout_s;
+  bc.pp_comm = groups->pp;
+  bc.dp_comm = groups->dp;
+  bc.tp_comm = groups->tp;
+  CpuBackend backend(bc);
+
+  EngineOptions eo;
+  eo.timeout_s = exe->timeout_s;
+  eo.recv_window = exe->recv_window;
+  if (job.optimizer_sync) {
+    // Megatron reduces the gradient norm over all ranks before the optimizer step.
+    eo.before_optimizer = [&](Clock::time_point deadline) {
+      const double local = backend.GradNormSquared();
+      double total = 0;
+      MPI_Request req;
+      PT_MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+      WaitFor(deadline, [&] {
+        int done = 0;
+        PT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      }, [&] { return "rank " + std::to_string(WorldRank()) + ": gradient-norm all-reduce before the optimizer step"; });
+    };
+  }
+  Engine engine(*sched, me.pp, WorldRank(), backend, eo);
+
+  RunResult res;
+  res.root = WorldRank() == 0;
+  const std::vector<int> my_stages = StagesOfRank(*sched, me.pp);
+  const bool loss_rank = me.tp == 0 &&
+      sched->stage_to_rank[static_cast<std::size_t>(sched->num_stages - 1)] == me.pp;
+  std::vector<std::vector<TimelineEvent>> measured;
+  const int total_steps = exe->warmup + exe->steps;
+  for (int step = 0; step < total_steps; ++step) {
+    Barrier(exe->timeout_s, "barrier before a step");
+    if (step == exe->warmup) backend.ResetPeakMemory();
+    std::vector<TimelineEvent> events = engine.RunStep(step);
+    std::int64_t end = 0;
+    for (const auto& e : events) end = std::max(end, e.end_ns);
+    const double makespan = AllReduceMax(static_cast<double>(end) * 1e-6, exe->timeout_s, "step time");
+    const double loss = AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") /
+                        (*m * par.dp);
+    res.losses.push_back(loss);
+    if (step == 0 && opts.check_reference) {
+      const double err = ReferenceError(*cpu_model, backend, my_stages, *m, par.dp, bc.tp,
+                                        exe->seed, loss);
+      res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");
+    }
+    if (step >= exe->warmup) {
+      res.step_ms.push_back(makespan);
+      measured.push_back(std::move(events));
+    }
+  }
+  // The median step is the one reported and traced.
+  std::vector<std::size_t> order(res.step_ms.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return res.step_ms[a] < res.step_ms[b];
+  });
+  const std::size_t median = order[order.size() / 2];
+  const std::vector<TimelineEvent>& mine = measured[median];
+  res.timeline = GatherTimeline(mine, world, exe->timeout_s);
+
+  // Per-rank numbers, gathered on rank 0.
+  const MemoryBytes mem = backend.PeakMemory();
+  std::int64_t busy_ns = 0, first = -1, last = 0;
+  for (const auto& e : mine) {
+    if (e.stream == Stream::kCompute) {
+      busy_ns += e.end_ns - e.start_ns;
+      if (first < 0) first = e.start_ns;
+    }
+    if (e.stream != Stream::kRecv) last = std::max(last, e.end_ns);
+  }
+  const std::int64_t sent = (backend.BytesSent(0) + backend.BytesSent(1) + backend.BytesSent(2)) /
+                            total_steps;
+  std::int64_t row[12] = {busy_ns, std::max<std::int64_t>(first, 0), last,
+                          backend.PeakMemoryTotal(), mem.params, mem.grads, mem.optimizer,
+                          mem.activations, mem.comm_buffers, backend.BytesSent(0) / total_steps,
+                          backend.BytesSent(1) / total_steps, backend.BytesSent(2) / total_steps};
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(12 * world));
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Igather(row, 12, MPI_INT64_T, rows.data(), 12, MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, exe->timeout_s, "gathering the report");
+  (void)sent;
+  if (!res.root) return res;
+
+  Report& rep = res.report;
+  rep.source = "run";
+  rep.schedule = job.schedule;
+  rep.pp = par.pp;
+  rep.microbatches = *m;
+  rep.optimizer_sync = job.optimizer_sync;
+  rep.iteration_time_ms = res.step_ms[median];
+  rep.makespan_ms = rep.iteration_time_ms;
+  double busy_total = 0;
+  for (int r = 0; r < world; ++r) {
+    const std::int64_t* x = rows.data() + 12 * r;
+    RankReport k;
+    k.rank = r;
+    k.compute_busy_ms = static_cast<double>(x[0]) * 1e-6;
+    k.span_ms = static_cast<double>(x[2] - x[1]) * 1e-6;
+    k.bubble_fraction = 1.0 - k.compute_busy_ms / rep.iteration_time_ms;
+    k.peak_memory_bytes = x[3];
+    k.memory = MemoryBytes{x[4], x[5], x[6], x[7], x[8]};
+    k.comm_bytes_sent = x[9] + x[10] + x[11];
+    rep.comm.pp += x[9];
+    rep.comm.dp += x[10];
+    rep.comm.tp += x[11];
+    busy_total += k.compute_busy_ms;
+    rep.ranks.push_back(k);
+  }
+  rep.bubble_fraction = 1.0 - busy_total / (world * rep.iteration_time_ms);
+  const double samples = static_cast<double>(*m) * par.dp * micro_batch;
+  rep.throughput.samples_per_s = samples / (rep.iteration_time_ms * 1e-3);
+  rep.throughput.tokens_per_s = rep.throughput.samples_per_s * model->seq_len;
+  rep.extra["measured_steps_ms"] = res.step_ms;
+  rep.extra["losses"] = res.losses;
+  rep.extra["backend"] = opts.backend;
+  if (opts.check_reference) rep.extra["reference_max_relative_error"] = res.max_relative_error;
+  return res;
+}
+
+}  // namespace pipetwin::exec

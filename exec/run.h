@@ -1,0 +1,49 @@
+// run.h — `pipetwin run`: execute the job's schedule for real under MPI and measure it.
+//
+// Every rank builds the same lowered programs as the simulator (schedule/build.h), splits the
+// world into pipeline, data- and tensor-parallel groups by the simulator's rank placement
+// (Megatron order: TP innermost, then CP, DP, PP), runs `warmup` + `steps` training steps and
+// reports the measured step in the simulator's report schema. Rank 0 holds the result.
+//
+//   MPI_Init(...);
+//   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/job.h"
+#include "schedule/report.h"
+#include "schedule/timeline.h"
+
+namespace pipetwin::exec {
+
+struct RunOptions {
+  std::string backend = "cpu";
+  bool check_reference = false;  // compare loss and gradients with a single-process run
+  double tolerance = 1e-5;       // relative error allowed by check_reference
+};
+
+// The job file's `execution:` section.
+struct ExecutionConfig {
+  int steps = 3;          // measured steps
+  int warmup = 1;         // steps run before measuring
+  double timeout_s = 300;  // a receive or collective that stalls longer fails the run
+  std::uint64_t seed = 1;  // synthetic data
+  double learning_rate = 1e-3;
+  int recv_window = 8;     // receives posted ahead, in program order
+};
+Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job);
+
+struct RunResult {
+  bool root = false;  // this process is world rank 0 and holds the report
+  Report report;
+  Timeline timeline;             // the median measured step, all ranks (root only)
+  std::vector<double> step_ms;   // every measured step's makespan
+  std::vector<double> losses;    // mean loss of every step, warm-up included
+  double max_relative_error = 0;  // check_reference only: worst over ranks and tensors
+};
+
+Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts);
+
+}  // namespace pipetwin::exec

@@ -20,23 +20,19 @@ std::string Str(long long v) { return std::to_string(v); }
 // Megatron-LM's default DDP bucket (elements) as the reduce-scatter staging buffer size.
 constexpr I64 kDpBucketElements = 40'000'000;
 
-Status CheckSharding(const JobSpec& job, const ModelConfig& m, const YamlFields& f) {
-  const ParallelConfig& p = job.parallel;
-  const YAML::Node where = job.model;
+Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
   auto must_divide = [&](const char* pkey, int pval, const char* mkey, long long mval) {
-    return internal::AtOrFile(f, where, "model",
-                              std::string("parallel.") + pkey + " (" + Str(pval) +
-                                  ") must divide " + mkey + " (" + Str(mval) + ")");
+    return Error::BadInput(std::string("parallel.") + pkey + " (" + Str(pval) + ") must divide " +
+                           mkey + " (" + Str(mval) + ")");
   };
   if (m.heads % p.tp != 0) return must_divide("tp", p.tp, "model.heads", m.heads);
   if (m.kv_heads % p.tp != 0) return must_divide("tp", p.tp, "model.kv_heads", m.kv_heads);
   if (m.ffn_hidden % p.tp != 0) return must_divide("tp", p.tp, "model.ffn_hidden", m.ffn_hidden);
   if (m.seq_len % p.cp != 0) return must_divide("cp", p.cp, "model.seq_len", m.seq_len);
   if (p.sp && (m.seq_len / p.cp) % p.tp != 0) {
-    return internal::AtOrFile(f, where, "model",
-                              "with parallel.sp, parallel.tp (" + Str(p.tp) +
-                                  ") must divide model.seq_len / parallel.cp (" +
-                                  Str(m.seq_len / p.cp) + ")");
+    return Error::BadInput("with parallel.sp, parallel.tp (" + Str(p.tp) +
+                           ") must divide model.seq_len / parallel.cp (" + Str(m.seq_len / p.cp) +
+                           ")");
   }
   return OkStatus();
 }
@@ -165,26 +161,51 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages) {
   return std::vector<int>(static_cast<std::size_t>(num_stages), m.layers / num_stages);
 }
 
-Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages) {
+Expected<CostInputs> ParseCostInputs(const JobSpec& job) {
   const YamlFields f{job.path};
-  const ParallelConfig& par = job.parallel;
-  JobCosts jc;
-
+  CostInputs in;
+  in.parallel = job.parallel;
   Expected<ModelConfig> model = ParseModelConfig(job.model, f);
   if (!model) return model.error();
-  jc.model = std::move(*model);
+  in.model = std::move(*model);
   Expected<TrainingConfig> training = ParseTrainingConfig(job.training, f);
   if (!training) return training.error();
-  jc.training = *training;
-  Expected<ClusterConfig> cluster = ParseClusterConfig(job.cluster, f, par.WorldSize());
+  in.training = *training;
+  Expected<ClusterConfig> cluster = ParseClusterConfig(job.cluster, f, job.parallel.WorldSize());
   if (!cluster) return cluster.error();
-  jc.cluster = std::move(*cluster);
+  in.cluster = std::move(*cluster);
   Expected<int> microbatches = ResolveMicrobatches(job);
   if (!microbatches) return microbatches.error();
-  jc.microbatches = *microbatches;
-  if (Status s = CheckSharding(job, jc.model, f); !s) return s.error();
+  in.microbatches = *microbatches;
+  return in;
+}
+
+Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages) {
+  Expected<CostInputs> in = ParseCostInputs(job);
+  if (!in) return in.error();
+  Expected<JobCosts> c = BuildJobCosts(*in, num_stages);
+  if (!c) {
+    return internal::AtOrFile(YamlFields{job.path}, job.model, "model", c.error().message);
+  }
+  return c;
+}
+
+Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
+  const ParallelConfig& par = in.parallel;
+  JobCosts jc;
+  jc.model = in.model;
+  jc.training = in.training;
+  jc.cluster = in.cluster;
+  jc.microbatches = in.microbatches;
+  if (jc.cluster.world_size() < par.WorldSize()) {
+    return Error::BadInput("cluster.nodes: " + Str(jc.cluster.nodes) + " nodes x " +
+                           Str(jc.cluster.gpus_per_node) + " GPUs hold fewer than the job's " +
+                           Str(par.WorldSize()) + " ranks (pp x dp x tp x cp)");
+  }
+  if (Status s = CheckModel(jc.model); !s) return s.error();
+  if (Status s = CheckSharding(par, jc.model); !s) return s.error();
   Expected<std::vector<int>> split = SplitLayers(jc.model, num_stages);
-  if (!split) return internal::AtOrFile(f, job.model, "model", split.error().message);
+  if (!split) return split.error();
 
   const ModelConfig& m = jc.model;
   const TrainingConfig& t = jc.training;
@@ -216,11 +237,7 @@ Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages) {
   c.act_bytes = c.e * c.tokens * m.hidden;
 
   // Pipeline link: inter-node if any pair of PP neighbours sits on different nodes.
-  bool pp_spans = false;
-  const int pp_stride = layout.Stride(Dim::kPp);
-  for (int r = 0; r < jc.world_size && !pp_spans; ++r) {
-    if (layout.Coord(r).pp + 1 < par.pp) pp_spans = r / gpn != (r + pp_stride) / gpn;
-  }
+  const bool pp_spans = layout.NeighboursSpanNodes(Dim::kPp, gpn);
   const Link pp_link = pp_spans ? jc.cluster.inter : jc.cluster.intra;
   jc.p2p_latency_ms = 1e3 * pp_link.latency_s;
   jc.p2p_bandwidth_bytes_per_ms = pp_link.bandwidth_bytes_per_s * 1e-3;

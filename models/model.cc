@@ -192,10 +192,14 @@ Expected<ModelConfig> ParseModelConfig(const YAML::Node& node, const YamlFields&
     *k.out = static_cast<int>(*x);
     customised = true;
   }
-  if (!has_preset) {
-    if (!node["ffn_hidden"]) m.ffn_hidden = 4 * m.hidden;
-    if (!node["kv_heads"]) m.kv_heads = m.heads;
+  // Derived fields follow their base unless given: without a preset ffn_hidden = 4 hidden
+  // and kv_heads = heads; on a preset they follow the override where the preset had that
+  // relation (GPT-3's ffn = 4h, multi-head attention's kv_heads = heads).
+  const ModelConfig base = has_preset ? *FindPreset(m.name) : ModelConfig{};
+  if (!node["ffn_hidden"] && (!has_preset || base.ffn_hidden == 4 * base.hidden)) {
+    m.ffn_hidden = 4 * m.hidden;
   }
+  if (!node["kv_heads"] && (!has_preset || base.kv_heads == base.heads)) m.kv_heads = m.heads;
   if (const YAML::Node v = node["mlp"]) {
     Expected<std::string> x = f.Choice(v, "model.mlp", {"gelu", "swiglu"});
     if (!x) return x.error();

@@ -56,8 +56,10 @@ const std::vector<std::string>& PresetNames();
 // A preset by name; the error lists the names.
 Expected<ModelConfig> FindPreset(std::string_view name);
 
-// `model:` — `preset:` plus overrides, or every shape field given explicitly. Unknown keys,
-// unknown presets and bad enum values are errors naming the file, key and allowed values.
+// `model:` — `preset:` plus overrides, or every shape field given explicitly. Left out,
+// ffn_hidden is 4 x hidden and kv_heads is heads, also on a preset that had that relation
+// (so `{preset: gpt3-175b, hidden: 25600, heads: 160}` gets ffn 102400 and 160 kv heads). Unknown
+// keys, unknown presets and bad enum values are errors naming the file, key and allowed values.
 Expected<ModelConfig> ParseModelConfig(const YAML::Node& node, const YamlFields& fields);
 
 // Shape checks shared by presets and parsed configs (heads divide hidden, kv_heads divide

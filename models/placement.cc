@@ -1,7 +1,6 @@
 #include "models/placement.h"
 
 #include <algorithm>
-#include <map>
 
 namespace pipetwin::models {
 namespace {
@@ -135,15 +134,31 @@ std::vector<int> RankLayout::Group(Dim d, const RankCoord& c) const {
   return ranks;
 }
 
-GroupShape RankLayout::Shape(Dim d, const RankCoord& c, int gpus_per_node) const {
-  std::map<int, int> per_node;
-  for (int r : Group(d, c)) ++per_node[r / gpus_per_node];
+namespace {
+
+// Shape of a group given its members' node ids, sorted in place.
+GroupShape ShapeOfNodes(std::vector<int>& nodes) {
+  std::sort(nodes.begin(), nodes.end());
   GroupShape g;
-  g.size = Size(d);
-  g.nodes = static_cast<int>(per_node.size());
+  g.size = static_cast<int>(nodes.size());
+  g.nodes = 0;
   g.ranks_per_node = g.size;
-  for (const auto& [node, count] : per_node) g.ranks_per_node = std::min(g.ranks_per_node, count);
+  for (std::size_t i = 0; i < nodes.size();) {
+    std::size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    ++g.nodes;
+    g.ranks_per_node = std::min(g.ranks_per_node, static_cast<int>(j - i));
+    i = j;
+  }
   return g;
+}
+
+}  // namespace
+
+GroupShape RankLayout::Shape(Dim d, const RankCoord& c, int gpus_per_node) const {
+  std::vector<int> nodes = Group(d, c);
+  for (int& r : nodes) r /= gpus_per_node;
+  return ShapeOfNodes(nodes);
 }
 
 bool RankLayout::SpansNodes(Dim d, const RankCoord& c, int gpus_per_node) const {
@@ -154,31 +169,67 @@ GroupShape RankLayout::WorstShape(Dim d, int gpus_per_node) const {
   return WorstShape(d, d, gpus_per_node);
 }
 
-GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
-  const int size = a == b ? Size(a) : Size(a) * Size(b);
-  GroupShape worst;
-  worst.size = size;
-  worst.ranks_per_node = size;
-  std::map<int, int> per_node;
-  // Visit every group once, through its member with coordinates a == b == 0.
-  for (int r = 0; r < world_; ++r) {
-    const RankCoord c = Coord(r);
-    if (c.Get(a) != 0 || c.Get(b) != 0) continue;
-    per_node.clear();
-    RankCoord x = c;
-    for (int i = 0; i < Size(a); ++i) {
-      x.Set(a, i);
-      for (int j = 0; j < (a == b ? 1 : Size(b)); ++j) {
-        if (a != b) x.Set(b, j);
-        ++per_node[GlobalRank(x) / gpus_per_node];
+namespace {
+
+// The residues modulo g of the ranks sum_d c_d * stride_d, c_d < count_d. Enough to know a
+// group's node pattern: shifting every rank of a group by g moves it to the next node.
+std::vector<char> Residues(const std::array<int, 4>& count, const std::array<int, 4>& stride,
+                           int g) {
+  g = std::max(g, 1);  // (also tells GCC's -Wnull-dereference that set is not empty)
+  std::vector<char> set(static_cast<std::size_t>(g), 0), next;
+  set.at(0) = 1;
+  for (std::size_t d = 0; d < 4; ++d) {
+    next.assign(set.size(), 0);
+    const int n = std::min(count[d], g);  // c * stride mod g repeats with period <= g
+    for (int rho = 0; rho < g; ++rho) {
+      if (!set[static_cast<std::size_t>(rho)]) continue;
+      for (int c = 0; c < n; ++c) {
+        const long long r = (rho + static_cast<long long>(c) * stride[d]) % g;
+        next[static_cast<std::size_t>(r)] = 1;
       }
     }
-    worst.nodes = std::max(worst.nodes, static_cast<int>(per_node.size()));
-    for (const auto& [node, count] : per_node) {
-      worst.ranks_per_node = std::min(worst.ranks_per_node, count);
+    set.swap(next);
+  }
+  return set;
+}
+
+}  // namespace
+
+GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
+  const int size_b = a == b ? 1 : Size(b);
+  GroupShape worst;
+  worst.size = Size(a) * size_b;
+  worst.ranks_per_node = worst.size;
+  std::array<int, 4> count = size_;
+  count[Index(a)] = 1;
+  count[Index(b)] = 1;
+  const std::vector<char> bases = Residues(count, stride_, gpus_per_node);
+  std::vector<int> nodes;
+  nodes.reserve(static_cast<std::size_t>(worst.size));
+  for (int base = 0; base < gpus_per_node; ++base) {
+    if (!bases[static_cast<std::size_t>(base)]) continue;
+    nodes.clear();
+    for (int i = 0; i < Size(a); ++i) {
+      for (int j = 0; j < size_b; ++j) {
+        nodes.push_back((base + i * Stride(a) + j * Stride(b)) / gpus_per_node);
+      }
     }
+    const GroupShape g = ShapeOfNodes(nodes);
+    worst.nodes = std::max(worst.nodes, g.nodes);
+    worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
   }
   return worst;
+}
+
+bool RankLayout::NeighboursSpanNodes(Dim d, int gpus_per_node) const {
+  if (Size(d) < 2) return false;
+  std::array<int, 4> count = size_;
+  count[Index(d)] = Size(d) - 1;  // ranks that have a next neighbour along d
+  const std::vector<char> residues = Residues(count, stride_, gpus_per_node);
+  for (int rho = 0; rho < gpus_per_node; ++rho) {
+    if (residues[static_cast<std::size_t>(rho)] && rho + Stride(d) >= gpus_per_node) return true;
+  }
+  return false;
 }
 
 }  // namespace pipetwin::models

@@ -38,7 +38,8 @@ struct RankCoord {
   bool operator==(const RankCoord&) const = default;
 };
 
-// A parallel group as the network sees it.
+// A parallel group as the network sees it. The worst-case queries cost O(gpus_per_node^2 +
+// group size), not O(world size).
 struct GroupShape {
   int size = 1;
   int nodes = 1;           // distinct nodes its ranks occupy
@@ -65,6 +66,9 @@ class RankLayout {
   // The same for the group along two dimensions at once (e.g. dp x cp, which reduce
   // gradients together).
   GroupShape WorstShape(Dim a, Dim b, int gpus_per_node) const;
+  // Whether any rank and its next neighbour along d (e.g. adjacent pipeline stages) sit on
+  // different nodes.
+  bool NeighboursSpanNodes(Dim d, int gpus_per_node) const;
 
  private:
   std::array<int, 4> size_{};    // by Dim

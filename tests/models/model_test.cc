@@ -76,6 +76,22 @@ TEST(ModelTest, PresetWithOverride) {
   EXPECT_EQ(m->layers, 96);
 }
 
+TEST(ModelTest, DerivedFieldsFollowOverrides) {
+  // Narayanan et al. 2021's 1T configuration, from the GPT-3 preset.
+  Expected<ModelConfig> t = Model(
+      std::string(kHead) + "model: {preset: gpt3-175b, layers: 128, hidden: 25600, heads: 160}\n");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->ffn_hidden, 4 * 25600);
+  EXPECT_EQ(t->kv_heads, 160);
+  EXPECT_NEAR(static_cast<double>(TotalParameters(*t)), 1.008e12, 0.001e12);
+  // Llama's ffn is not 4h and its kv_heads are grouped: they stay.
+  Expected<ModelConfig> l =
+      Model(std::string(kHead) + "model: {preset: llama3-8b, hidden: 8192, heads: 64}\n");
+  ASSERT_TRUE(l) << l.error().message;
+  EXPECT_EQ(l->ffn_hidden, 14336);
+  EXPECT_EQ(l->kv_heads, 8);
+}
+
 TEST(ModelTest, ExplicitShape) {
   Expected<ModelConfig> m = Model(std::string(kHead) +
                                   "model: {layers: 8, hidden: 256, heads: 8, kv_heads: 2,\n"

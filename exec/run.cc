@@ -276,7 +276,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = cpu::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{}, bc.tp)) {
+  if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
     return f.At(job.root["model"] ? job.root["model"] : job.root, "model", *why);
   }
   bc.adam = adam;

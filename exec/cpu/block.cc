@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "exec/cpu/params.h"
+
 namespace pipetwin::cpu {
 
 Tensor ReduceFromTpRegion(Tensor partial, const TpContext& tp) {
@@ -27,8 +29,8 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
 }
 
 TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
-                                   const TpContext& tp)
-    : tp_(tp) {
+                                   const TpContext& tp, int layer)
+    : tp_(tp), dropout_(model.dropout), layer_(layer) {
   const LocalDims d = MakeLocalDims(model, tp.cfg);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
@@ -43,9 +45,19 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
   fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
   attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+  row_begin_ = d.row_begin;
 }
 
-Tensor TransformerBlock::Forward(const Tensor& x, Saved* s) const {
+namespace {
+// Dropout keys of a block's two branches.
+std::uint64_t BranchKey(std::uint64_t key, int layer, int branch) {
+  return Mix64(key ^
+               Mix64(static_cast<std::uint64_t>(layer) * 2 + static_cast<std::uint64_t>(branch)));
+}
+}  // namespace
+
+Tensor TransformerBlock::Forward(const Tensor& x, Saved* s, std::uint64_t dropout_key) const {
+  s->dropout_key = dropout_key;
   // Attention half.
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
@@ -54,6 +66,7 @@ Tensor TransformerBlock::Forward(const Tensor& x, Saved* s) const {
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
   proj_.AddBias(x1);
+  dropout_.Apply(x1, BranchKey(dropout_key, layer_, 0), row_begin_);
   x1.mat() += x.mat();
   // MLP half.
   Tensor m = ln2_.Forward(x1, &s->ln2);
@@ -63,13 +76,16 @@ Tensor TransformerBlock::Forward(const Tensor& x, Saved* s) const {
   m = fc2_.Forward(std::move(m), &s->fc2);
   Tensor y = ReduceFromTpRegion(std::move(m), tp_);
   fc2_.AddBias(y);
+  dropout_.Apply(y, BranchKey(dropout_key, layer_, 1), row_begin_);
   y.mat() += x1.mat();
   return y;
 }
 
 Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   // MLP half: dy reaches fc2's output (kept for W) and, through the residual, x1.
-  Tensor g = GatherToTpRegion(Copy(dy), tp_);
+  Tensor g = Copy(dy);
+  dropout_.Apply(g, BranchKey(s->dropout_key, layer_, 1), row_begin_);
+  g = GatherToTpRegion(std::move(g), tp_);
   g = fc2_.BackwardInput(std::move(g), &s->fc2);
   g = gelu_.BackwardInput(g, &s->gelu);
   g = fc1_.BackwardInput(std::move(g), &s->fc1);
@@ -77,7 +93,9 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   Tensor dx1 = ln2_.BackwardInput(g, &s->ln2);
   dx1.mat() += dy.mat();
   // Attention half.
-  Tensor a = GatherToTpRegion(Copy(dx1), tp_);
+  Tensor a = Copy(dx1);
+  dropout_.Apply(a, BranchKey(s->dropout_key, layer_, 0), row_begin_);
+  a = GatherToTpRegion(std::move(a), tp_);
   a = proj_.BackwardInput(std::move(a), &s->proj);
   a = attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);

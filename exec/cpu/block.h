@@ -1,9 +1,9 @@
 // block.h — one pre-LayerNorm GPT transformer block, Megatron tensor/sequence parallel.
 //
 //   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads)
-//        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► + x ═► x1
+//        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
-//        ─► + x1 ═► y
+//        ─► dropout ─► + x1 ═► y
 //
 // [f] and [g] are Megatron's conjugate region operators over the TP group:
 //   without SP: f = identity forward / all-reduce backward; g = all-reduce forward / identity
@@ -21,6 +21,8 @@
 //   Tensor dx = block.BackwardInput(dy, &s);
 //   block.BackwardWeight(&s);
 #pragma once
+
+#include <cstdint>
 
 #include "exec/cpu/collectives.h"
 #include "exec/cpu/config.h"
@@ -61,11 +63,16 @@ class TransformerBlock {
     Linear::Saved fc1;
     Gelu::Saved gelu;
     Linear::Saved fc2;
+    std::uint64_t dropout_key = 0;  // from Forward, reused by BackwardInput
   };
 
-  TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp);
+  // layer: the global layer index (keys the dropout masks).
+  TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp,
+                   int layer = 0);
 
-  Tensor Forward(const Tensor& x, Saved* s) const;         // [rows, h] → [rows, h]
+  // dropout_key: per (step, microbatch); ignored when model.dropout == 0.
+  Tensor Forward(const Tensor& x, Saved* s,
+                 std::uint64_t dropout_key = 0) const;     // [rows, h] → [rows, h]
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [rows, h] → [rows, h]
   void BackwardWeight(Saved* s) const;
 
@@ -75,6 +82,9 @@ class TransformerBlock {
   Linear qkv_, proj_, fc1_, fc2_;
   CausalSelfAttention attn_;
   Gelu gelu_;
+  Dropout dropout_;
+  int layer_ = 0;
+  Index row_begin_ = 0;
 };
 
 }  // namespace pipetwin::cpu

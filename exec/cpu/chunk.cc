@@ -92,7 +92,7 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
     bp.fc1_b = Ref(BlockName(l, "fc1_b"));
     bp.fc2_w = Ref(BlockName(l, "fc2_w"));
     bp.fc2_b = Ref(BlockName(l, "fc2_b"));
-    blocks_.emplace_back(bp, model, tp_);
+    blocks_.emplace_back(bp, model, tp_, l);
   }
   if (spec.last) {
     final_ln_ = LayerNorm(Ref("head.ln_g"), Ref("head.ln_b"), model.layernorm_eps);
@@ -134,7 +134,12 @@ float Chunk::Forward(std::int64_t microbatch, const ForwardArgs& args) {
     x = Tensor(*acc_, MemCategory::kWorkspace, dims_.rows, h);
     std::copy(args.input.begin(), args.input.end(), x.data());
   }
-  for (std::size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i].Forward(x, &state->blocks[i]);
+  const std::uint64_t dropout_key =
+      Mix64(Mix64(model_.dropout_seed ^ static_cast<std::uint64_t>(args.step)) ^
+            static_cast<std::uint64_t>(microbatch));
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i].Forward(x, &state->blocks[i], dropout_key);
+  }
 
   float loss = 0.0f;
   if (spec_.last) {

@@ -57,6 +57,7 @@ class Chunk {
     std::span<const float> input = {};          // non-first chunks: activation_size()
     std::span<const std::int32_t> labels = {};  // last chunk only
     std::span<float> output = {};               // non-last chunks: activation_size()
+    std::int64_t step = 0;                      // training step: only keys the dropout masks
   };
 
   // comm is the TP group (may be null when tp.size == 1). Throws std::invalid_argument with

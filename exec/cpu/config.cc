@@ -11,6 +11,7 @@ std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, co
   if (!positive(m.vocab)) return "model.vocab must be > 0";
   if (!positive(m.seq_len)) return "model.seq_len must be > 0";
   if (!positive(m.micro_batch)) return "training.micro_batch must be > 0";
+  if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) return "model.dropout must be in [0, 1)";
   if (m.hidden % m.heads != 0) return "model.hidden must be a multiple of model.heads";
   if (c.first_layer < 0 || c.num_layers < 0 || c.first_layer + c.num_layers > m.layers) {
     return "chunk layers [" + std::to_string(c.first_layer) + ", " +

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "exec/cpu/params.h"
+
 namespace pipetwin::cpu {
 
 namespace {
@@ -292,5 +294,23 @@ double SoftmaxCrossEntropy::Forward(Tensor logits, std::span<const std::int32_t>
 }
 
 Tensor SoftmaxCrossEntropy::BackwardInput(Saved* s) const { return std::move(s->dlogits); }
+
+// ---------------------------------------------------------------------------------------------
+// Dropout
+
+void Dropout::Apply(Tensor& t, std::uint64_t key, Index row_begin) const {
+  if (!active()) return;
+  const float keep_scale = 1.0f / (1.0f - p_);
+  const double p = static_cast<double>(p_);
+  const std::uint64_t base = Mix64(key);
+  for (Index r = 0; r < t.rows(); ++r) {
+    for (Index c = 0; c < t.cols(); ++c) {
+      const auto counter = static_cast<std::uint64_t>((row_begin + r) * t.cols() + c);
+      const double u = static_cast<double>(Mix64(base + counter) >> 11) * 0x1.0p-53;
+      float& v = t.data()[r * t.cols() + c];
+      v = u < p ? 0.0f : v * keep_scale;
+    }
+  }
+}
 
 }  // namespace pipetwin::cpu

@@ -172,6 +172,21 @@ class SoftmaxCrossEntropy {
   Index rows_ = 0;
 };
 
+// Inverted dropout with a counter-based mask: element (r, c) of a [rows, cols] tensor whose
+// row r is global token row row_begin + r is kept (and scaled by 1 / (1 - p)) iff a uniform
+// number derived from (key, global row, c) is >= p. The backward is the same operation with the
+// same key, so no mask is stored.
+class Dropout {
+ public:
+  Dropout() = default;
+  explicit Dropout(float p) : p_(p) {}
+  bool active() const { return p_ > 0.0f; }
+  void Apply(Tensor& t, std::uint64_t key, Index row_begin) const;
+
+ private:
+  float p_ = 0.0f;
+};
+
 // A workspace copy of t.
 Tensor Copy(const Tensor& t);
 

@@ -135,12 +135,13 @@ RunResult RunChunk(Chunk& c, const std::vector<Batch>& batches,
   return r;
 }
 
-class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int>> {};
+class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
 
 TEST_P(CpuTensorParallel, EqualsUnsharded) {
   const bool sp = std::get<0>(GetParam());
   const int which = std::get<1>(GetParam());  // 0: whole model, 1: middle chunk
-  const ModelConfig m = SmallModel();
+  ModelConfig m = SmallModel();
+  if (std::get<2>(GetParam())) m.dropout = 0.2f;
   const ChunkSpec spec =
       which == 0 ? ChunkSpec{.first_layer = 0, .num_layers = 4}
                  : ChunkSpec{.first_layer = 1, .num_layers = 2, .first = false, .last = false};
@@ -231,10 +232,12 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TpSp, CpuTensorParallel,
-                         ::testing::Combine(::testing::Bool(), ::testing::Values(0, 1)),
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(0, 1),
+                                            ::testing::Bool()),
                          [](const auto& test_info) {
                            return std::string(std::get<0>(test_info.param) ? "tp2_sp" : "tp2") +
-                                  (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle");
+                                  (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle") +
+                                  (std::get<2>(test_info.param) ? "_dropout" : "");
                          });
 
 // ------------------------------------------------------------------------------------------
@@ -330,7 +333,8 @@ void CheckMemory(Chunk& c, Accountant& acc, const ChunkInventory& inv) {
 }
 
 TEST(CpuChunk, AccountantMatchesInventory) {
-  const ModelConfig m = SmallModel();
+  ModelConfig m = SmallModel();
+  m.dropout = 0.1f;  // masks are regenerated, never saved
   const ChunkSpec specs[] = {{.first_layer = 0, .num_layers = 4},
                              {.first_layer = 0, .num_layers = 2, .first = true, .last = false},
                              {.first_layer = 1, .num_layers = 2, .first = false, .last = false},

@@ -175,7 +175,11 @@ TEST(CpuLayers, SoftmaxCrossEntropyGradients) {
 
 // A chunk of blocks in the middle of the pipeline: gradients of sum(R .* output) with respect to
 // its input and to every parameter of its blocks (all randomised, LayerNorms and biases too).
-TEST(CpuLayers, TransformerBlockGradients) {
+// With dropout on, the masks depend only on (step, microbatch), so the same microbatch id gives
+// the same function and the check still applies.
+class CpuBlockGradients : public ::testing::TestWithParam<float> {};
+
+TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
   Accountant acc;
   ModelConfig m{.layers = 3,
                 .hidden = 8,
@@ -183,24 +187,24 @@ TEST(CpuLayers, TransformerBlockGradients) {
                 .heads = 2,
                 .vocab = 11,
                 .seq_len = 4,
-                .micro_batch = 2};
+                .micro_batch = 2,
+                .dropout = GetParam()};
   Chunk chunk(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
               TpConfig{}, acc);
   testing::RandomFill(chunk.params(), 71, 0.3f);
   std::vector<float> x = RandomVector(chunk.activation_size(), 72);
   const std::vector<float> r = RandomVector(chunk.activation_size(), 73);
   std::vector<float> y(chunk.activation_size());
-  std::int64_t mb = 0;
+  const std::int64_t mb = 3;
   auto objective = [&] {
-    chunk.Forward(mb, {.input = x, .output = y});
+    chunk.Forward(mb, {.input = x, .output = y, .step = 5});
     std::vector<float> discard(x.size());
-    chunk.BackwardInput(mb, r, discard);
-    chunk.BackwardWeight(mb++);
+    chunk.Backward(mb, r, discard);
     return Dot(y, r);
   };
   std::vector<float> dx(x.size());
-  chunk.Forward(mb, {.input = x, .output = y});
-  chunk.Backward(mb++, r, dx);
+  chunk.Forward(mb, {.input = x, .output = y, .step = 5});
+  chunk.Backward(mb, r, dx);
   const std::vector<float> grads(chunk.grads().begin(), chunk.grads().end());
   EXPECT_LT(FiniteDifferenceError(x, dx, objective), 1e-2);
   for (const ParamInfo& p : chunk.layout().params) {
@@ -208,6 +212,30 @@ TEST(CpuLayers, TransformerBlockGradients) {
     auto g = std::span<const float>(grads).subspan(p.offset, v.size());
     EXPECT_LT(FiniteDifferenceError(v, g, objective, 1e-2f, 16), 2e-2) << p.name;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropout, CpuBlockGradients, ::testing::Values(0.0f, 0.3f));
+
+TEST(CpuLayers, DropoutMaskIsSeededAndSplittable) {
+  Accountant acc;
+  const Dropout drop(0.25f);
+  Tensor a(acc, MemCategory::kWorkspace, 100, 50);
+  a.mat().setOnes();
+  drop.Apply(a, 42, 0);
+  const Index zeros = (a.mat().array() == 0.0f).count();
+  EXPECT_GT(zeros, 1100);  // 25% of 5000 = 1250
+  EXPECT_LT(zeros, 1400);
+  EXPECT_FLOAT_EQ(a.mat().maxCoeff(), 1.0f / 0.75f);
+  // Rows 60..99 alone, as a sequence-parallel rank would hold them, get the same mask.
+  Tensor b(acc, MemCategory::kWorkspace, 40, 50);
+  b.mat().setOnes();
+  drop.Apply(b, 42, 60);
+  EXPECT_EQ(b.mat(), a.mat().bottomRows(40));
+  // Another key, another mask.
+  Tensor c(acc, MemCategory::kWorkspace, 100, 50);
+  c.mat().setOnes();
+  drop.Apply(c, 43, 0);
+  EXPECT_NE(c.mat(), a.mat());
 }
 
 // The whole model in one chunk: gradients of the mean loss.

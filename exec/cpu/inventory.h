@@ -20,8 +20,9 @@
 // During I the activations rise above their level at the start of I by at most
 // activations_i_transient (the output gradient of fc2 is kept before anything is freed).
 // Under SP the column-parallel inputs and row-parallel output gradients kept for W are the
-// gathered N-row tensors (so W needs no collective); that makes activations_pending_w larger
-// than activations_full for most SP configurations.
+// gathered N-row tensors (so W needs no collective); per block W then keeps 4*N*h + 4*N*hl +
+// 2*N*fl while F saved only R-row LayerNorm state, so pending-W can exceed full when the
+// attention probabilities (B*al*S*S) are small.
 // Under TP the embedding and head are replicated (R rows each; R = N without SP).
 // Workspace (transient tensors inside one action) and the engine's comm buffers are not
 // predicted here.

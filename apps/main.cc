@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <mpi.h>
+
+#include "exec/mpi_util.h"
+#include "exec/run.h"
 #include "schedule/build.h"
 #include "schedule/csv.h"
 #include "schedule/job.h"
@@ -26,8 +30,10 @@ usage:
       Predict one training step: iteration time, bubbles, in-flight microbatches per rank.
   pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
       Write the per-rank programs (PyTorch action syntax, one row per rank).
-  pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
-      Execute the same step for real, under mpirun (not built yet).
+  mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
+                                 [--check-reference]
+      Execute the same step for real, N = pp × dp × tp × cp ranks; --check-reference compares
+      the loss and every gradient with a single-process run of the same model and data.
   pipetwin calibrate --backend cpu|cuda JOB.yaml --out PROFILE.yaml   (not built yet)
   pipetwin compare PREDICTED.json MEASURED.json --out DIR            (not built yet)
   pipetwin schedules
@@ -150,6 +156,70 @@ int CmdSchedule(int argc, char** argv) {
   return 0;
 }
 
+
+int CmdRun(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int rank = exec::WorldRank();
+  // Any failure on any rank stops every rank: a rank that exits alone would leave the
+  // others waiting for it.
+  auto abort_with = [&](const Error& e, bool print) -> int {
+    if (print) std::cerr << "pipetwin: " << (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ") << e.message << "\n";
+    std::cerr.flush();
+    MPI_Abort(MPI_COMM_WORLD, e.exit_status());
+    return e.exit_status();
+  };
+  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--backend"}, {"--check-reference"});
+  if (!a) return abort_with(a.error(), rank == 0);
+  auto job = JobFromArgs(*a, "run");
+  if (!job) return abort_with(job.error(), rank == 0);
+  exec::RunOptions opts;
+  if (auto it = a->options.find("--backend"); it != a->options.end()) {
+    opts.backend = it->second;
+  } else {
+    return abort_with(Error::BadInput("run: --backend cpu|cuda is required"), rank == 0);
+  }
+  opts.check_reference = HasFlag(*a, "--check-reference");
+  Expected<exec::RunResult> res = Error::Failure("not run");
+  try {
+    res = exec::RunJob(*job, opts);
+  } catch (const exec::TimeoutError& e) {
+    return abort_with(Error::Failure(e.what()), true);
+  } catch (const std::exception& e) {
+    return abort_with(Error::Failure(std::string("rank ") + std::to_string(rank) + ": " + e.what()), true);
+  }
+  // Bad input is the same on every rank: rank 0 says it once.
+  if (!res) return abort_with(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
+  int status = 0;
+  if (res->root) {
+    const Report& r = res->report;
+    if (auto it = a->options.find("--report"); it != a->options.end()) {
+      if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s) return abort_with(s.error(), true);
+    }
+    if (auto it = a->options.find("--trace"); it != a->options.end()) {
+      if (Status s = WriteFileAtomic(it->second, TraceJson(res->timeline, job->path + " (measured)")); !s) {
+        return abort_with(s.error(), true);
+      }
+    }
+    std::printf("%s: %s, pp %d, %d microbatches, %zu ranks, backend %s\n", job->path.c_str(),
+                r.schedule.c_str(), r.pp, r.microbatches, r.ranks.size(), opts.backend.c_str());
+    std::printf("measured iteration time %.3f ms (median of %zu steps), bubble %.2f%%\n",
+                r.iteration_time_ms, res->step_ms.size(), 100.0 * r.bubble_fraction);
+    std::printf("loss: first step %.6f, last step %.6f\n", res->losses.front(), res->losses.back());
+    if (opts.check_reference) {
+      std::printf("reference check: worst relative error %.3g (tolerance %.0e) %s\n",
+                  res->max_relative_error, opts.tolerance,
+                  res->max_relative_error <= opts.tolerance ? "ok" : "FAILED");
+      if (!(res->max_relative_error <= opts.tolerance)) status = 1;
+    }
+    std::fflush(stdout);
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return status;
+}
+
 int CmdSchedules() {
   for (const GeneratorInfo& g : AllGenerators()) {
     std::printf("%-18s %s\n", std::string(g.name).c_str(), std::string(g.description).c_str());
@@ -172,7 +242,8 @@ int Main(int argc, char** argv) {
   if (cmd == "simulate") return CmdSimulate(argc, argv);
   if (cmd == "schedule") return CmdSchedule(argc, argv);
   if (cmd == "schedules") return CmdSchedules();
-  if (cmd == "run" || cmd == "calibrate" || cmd == "compare" || cmd == "validate") {
+  if (cmd == "run") return CmdRun(argc, argv);
+  if (cmd == "calibrate" || cmd == "compare" || cmd == "validate") {
     std::fprintf(stderr, "pipetwin: %s is not built yet in this version (see README, status)\n",
                  cmd.c_str());
     return 1;

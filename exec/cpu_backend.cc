@@ -162,6 +162,7 @@ void CpuBackend::Compute(const Action& a) {
   switch (a.kind) {
     case ActionKind::kForward: {
       cpu::Chunk::ForwardArgs args;
+      args.step = step_;
       cpu::Tensor input;
       if (s == 0 || s == last) data_.Fill(step_, global_mb, tokens_, labels_);
       if (s == 0) {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "exec/cpu_backend.h"
 #include "exec/engine.h"
@@ -317,6 +320,10 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   for (int step = 0; step < total_steps; ++step) {
     Barrier(exe->timeout_s, "barrier before a step");
     if (step == exe->warmup) backend.ResetPeakMemory();
+    if (const char* hang = std::getenv("PIPETWIN_TEST_HANG_RANK");
+        hang != nullptr && std::atoi(hang) == WorldRank() && step == exe->warmup) {
+      std::this_thread::sleep_for(std::chrono::hours(1));  // test hook: a rank that stalls
+    }
     std::vector<TimelineEvent> events = engine.RunStep(step);
     std::int64_t end = 0;
     for (const auto& e : events) end = std::max(end, e.end_ns);
@@ -324,7 +331,18 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     const double loss = AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") /
                         (*m * par.dp);
     res.losses.push_back(loss);
+    if (const char* kill = std::getenv("PIPETWIN_TEST_KILL_RANK");
+        kill != nullptr && std::atoi(kill) == WorldRank() && step == exe->warmup) {
+      std::raise(SIGKILL);  // test hook: a rank that dies mid-run
+    }
     if (step == 0 && opts.check_reference) {
+      if (const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
+          p != nullptr && std::atoi(p) == WorldRank()) {
+        // Test hook: gradients off by 1e-4 must fail the reference check.
+        for (int st : my_stages) {
+          for (float& g : backend.chunk(st).grads()) g *= 1.0001f;
+        }
+      }
       const double err = ReferenceError(*cpu_model, backend, my_stages, *m, par.dp, bc.tp,
                                         exe->seed, loss);
       res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");

@@ -13,7 +13,12 @@ namespace pipetwin {
 // The compute-only schedule the job asks for (generated, or read from its CSV), checked
 // against the job's pp and microbatches.
 Expected<Schedule> ComputeSchedule(const JobSpec& job, int microbatches);
+struct BuildOptions {
+  // Built-in generators are validated over pp 1..16 × m 1..64 by the test suite; a sweep
+  // over many configurations may trust them. A user's CSV is always validated.
+  bool validate_generated = true;
+};
 // ComputeSchedule, lowered and validated.
-Expected<Schedule> BuildSchedule(const JobSpec& job, int microbatches);
+Expected<Schedule> BuildSchedule(const JobSpec& job, int microbatches, BuildOptions opts = {});
 
 }  // namespace pipetwin

@@ -18,6 +18,12 @@ std::string ReportToJson(const Report& r) {
   for (const RankReport& k : r.ranks) {
     ordered_json e;
     e["rank"] = k.rank;
+    if (k.pp_rank >= 0) {
+      e["pp_rank"] = k.pp_rank;
+      e["dp_rank"] = k.dp_rank;
+      e["tp_rank"] = k.tp_rank;
+      e["cp_rank"] = k.cp_rank;
+    }
     e["compute_busy_ms"] = k.compute_busy_ms;
     e["bubble_fraction"] = k.bubble_fraction;
     e["span_ms"] = k.span_ms;
@@ -72,6 +78,10 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
       k.comm_bytes_sent = e.at("comm_bytes_sent").get<std::int64_t>();
       k.peak_inflight_microbatches = e.value("peak_inflight_microbatches", 0);
       k.peak_pending_weight_grads = e.value("peak_pending_weight_grads", 0);
+      k.pp_rank = e.value("pp_rank", -1);
+      k.dp_rank = e.value("dp_rank", 0);
+      k.tp_rank = e.value("tp_rank", 0);
+      k.cp_rank = e.value("cp_rank", 0);
       r.ranks.push_back(k);
     }
     const auto& g = j.at("comm").at("by_group");

@@ -33,6 +33,8 @@ struct RankReport {
   std::int64_t comm_bytes_sent = 0;
   int peak_inflight_microbatches = 0;
   int peak_pending_weight_grads = 0;
+  // Coordinates in the parallel layout (written when pp_rank >= 0).
+  int pp_rank = -1, dp_rank = 0, tp_rank = 0, cp_rank = 0;
 };
 
 struct CommBytes {

@@ -136,23 +136,26 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
   for (int st = 0; st < S; ++st) {
     const int r = rank_of(st);
     for (int mb = 0; mb < M; ++mb) {
-      const std::string where = "stage " + std::to_string(st) + ", microbatch " +
-                                std::to_string(mb) + " (rank " + std::to_string(r) + ")";
+      // Built only when something fails: validation runs on every simulated configuration.
+      const auto where = [&] {
+        return "stage " + std::to_string(st) + ", microbatch " + std::to_string(mb) + " (rank " +
+               std::to_string(r) + ")";
+      };
       if (pos.at(ActionKind::kForward, st, mb) == kNone) {
-        return Fail(s, source, where + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(), {});
+        return Fail(s, source, where() + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(), {});
       }
       const int b = pos.at(ActionKind::kBackward, st, mb);
       const int in = pos.at(ActionKind::kBackwardInput, st, mb);
       const int w = pos.at(ActionKind::kBackwardWeight, st, mb);
       if (b != kNone && (in != kNone || w != kNone)) {
-        return Fail(s, source, where + ": has both a full backward B and a split I/W",
+        return Fail(s, source, where() + ": has both a full backward B and a split I/W",
                     {{r, b}, {r, in != kNone ? in : w}});
       }
       if (b == kNone && (in == kNone || w == kNone)) {
         const char* missing = in == kNone && w == kNone ? "no backward (B, or I and W)"
                               : in == kNone            ? "a W without its I"
                                                        : "an I without its W";
-        return Fail(s, source, where + ": " + missing,
+        return Fail(s, source, where() + ": " + missing,
                     in != kNone ? std::vector<std::pair<int, int>>{{r, in}}
                     : w != kNone ? std::vector<std::pair<int, int>>{{r, w}}
                                  : std::vector<std::pair<int, int>>{});
@@ -171,12 +174,18 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
                             {ActionKind::kRecvB, st, down}};
       for (const Edge& e : edges) {
         const int p = pos.at(e.kind, e.stage, mb);
-        const std::string name = Action{e.stage, e.kind, mb}.ToString();
         if (e.needed && p == kNone) {
-          return Fail(s, source, where + ": missing " + name + " (the neighbouring stage lives on another rank)", {});
+          return Fail(s, source,
+                      where() + ": missing " + Action{e.stage, e.kind, mb}.ToString() +
+                          " (the neighbouring stage lives on another rank)",
+                      {});
         }
         if (!e.needed && p != kNone) {
-          return Fail(s, source, RankStep(r, p) + ": " + name + " has no peer (the neighbouring stage is on the same rank or does not exist)", {{r, p}});
+          return Fail(s, source,
+                      RankStep(r, p) + ": " + Action{e.stage, e.kind, mb}.ToString() +
+                          " has no peer (the neighbouring stage is on the same rank or does not "
+                          "exist)",
+                      {{r, p}});
         }
       }
     }

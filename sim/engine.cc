@@ -129,6 +129,7 @@ class Engine {
         case ActionKind::kOptimizer:
           if (!st.passed_barrier) {
             st.passed_barrier = true;
+            if (st.coll_free > st.cursor) rs.dp_exposed = st.coll_free - st.cursor;
             // Gradients must be reduced before the step; with optimizer_sync every rank
             // also waits for all the others (Megatron's grad-norm and inf/NaN check).
             st.cursor = Max(st.cursor, st.coll_free);

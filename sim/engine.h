@@ -54,6 +54,7 @@ struct RankStats {
   SimTime first_start;  // first action's start
   SimTime last_end;     // last action's end
   SimTime compute_busy;
+  SimTime dp_exposed;    // gradient reduction still running when the rank reached its OPT
   std::int64_t bytes_sent_pp = 0;
   std::int64_t bytes_sent_dp = 0;
 };

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include <optional>
+
+#include "models/costs.h"
 #include "schedule/build.h"
+#include "sim/model_costs.h"
 
 namespace pipetwin {
 
@@ -80,24 +84,33 @@ Report BuildReport(const JobSpec& job, const Schedule& s, const SimStats& stats)
 }
 
 Expected<SimResult> Simulate(const JobSpec& job, bool record_timeline) {
-  if (!job.microbatches) {
-    return Error::BadInput(job.path + ": microbatches: the model-based cost model is not "
-                           "wired into simulate yet; give microbatches: and costs:");
-  }
-  if (!job.costs) {
-    return Error::BadInput(job.path + ": costs: the model-based cost model is not wired into "
-                           "simulate yet; give abstract costs:");
-  }
-  auto sched = BuildSchedule(job, *job.microbatches);
-  if (!sched) return sched.error();
   SimResult res;
+  std::optional<models::JobCosts> jc;
+  int microbatches = job.microbatches.value_or(0);
+  std::optional<models::CostInputs> inputs;
+  if (!job.costs) {
+    auto in = models::ParseCostInputs(job);
+    if (!in) return in.error();
+    inputs = std::move(*in);
+    microbatches = inputs->microbatches;
+  }
+  auto sched = BuildSchedule(job, microbatches);
+  if (!sched) return sched.error();
   res.schedule = std::move(*sched);
-  res.costs = UniformCosts(*job.costs, res.schedule.num_stages);
+  if (job.costs) {
+    res.costs = UniformCosts(*job.costs, res.schedule.num_stages);
+  } else {
+    auto c = models::BuildJobCosts(*inputs, res.schedule.num_stages);
+    if (!c) return c.error();
+    jc = std::move(*c);
+    res.costs = CostTableFromModel(*jc);
+  }
   TimelineRecorder recorder(res.schedule.num_ranks);
   res.stats = RunEngine(res.schedule, res.costs, {.optimizer_sync = job.optimizer_sync},
                         record_timeline ? &recorder : nullptr);
   res.timeline = recorder.Take();
   res.report = BuildReport(job, res.schedule, res.stats);
+  if (jc) AddModelReport(res.report, job.parallel, res.schedule, res.stats, *jc);
   return res;
 }
 

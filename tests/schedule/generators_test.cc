@@ -105,6 +105,24 @@ TEST(Generators, VShapePlacement) {
   EXPECT_NE(bad.error().message.find("at least 2·pp − 1 = 7"), std::string::npos);
 }
 
+TEST(Lowering, FusedPassEqualsTheSeparatePasses) {
+  for (const GeneratorInfo& g : AllGenerators()) {
+    for (int pp : {1, 2, 3, 4}) {
+      for (int m : {1, 3, 4, 8, 12}) {
+        auto s = g.generate({pp, g.name == "interleaved-1f1b" ? 2 : 1, m});
+        if (!s.ok()) continue;
+        const Schedule fused = Lower(*s, {.reduce_grad = true, .optimizer = true});
+        const Schedule separate = AddOptimizer(AddReduceGrad(AddSendRecv(*s)));
+        EXPECT_EQ(fused.programs, separate.programs) << g.name << " pp " << pp << " m " << m;
+        // A compute_comms schedule (already lowered sends) gets only what it lacks.
+        const Schedule comms = AddSendRecv(*s);
+        EXPECT_EQ(Lower(comms, {.reduce_grad = true, .optimizer = true}).programs,
+                  separate.programs);
+      }
+    }
+  }
+}
+
 TEST(Lowering, AddsSendRecvOnlyAcrossRanks) {
   // V placement: stages 3 and 4 share rank 3, so nothing is sent between them.
   Schedule s = Lower(Gen("zbv", 4, 4), {.reduce_grad = false, .optimizer = false});

@@ -361,6 +361,11 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   const std::size_t median = order[order.size() / 2];
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
+  if (opts.after_steps) {
+    if (Status st = opts.after_steps({measured, backend, *groups, total_steps}); !st) {
+      return st.error();
+    }
+  }
 
   // Per-rank numbers, gathered on rank 0.
   const MemoryBytes mem = backend.PeakMemory();

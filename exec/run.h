@@ -9,6 +9,7 @@
 //   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,24 @@
 
 namespace pipetwin::exec {
 
+class CpuBackend;
+struct Groups;
+
+// What RunJob shows a hook after its measured steps, on every rank (calibrate uses it).
+struct RunHookContext {
+  const std::vector<std::vector<TimelineEvent>>& steps;  // this rank's events, every measured step
+  CpuBackend& backend;
+  const Groups& groups;
+  int total_steps = 0;  // warm-up included (the backend's byte counters cover them all)
+};
+
 struct RunOptions {
   std::string backend = "cpu";
   bool check_reference = false;  // compare loss and gradients with a single-process run
   double tolerance = 1e-5;       // relative error allowed by check_reference
+  // Called on every rank after the measured steps, before the report is gathered; may be
+  // empty. A collective hook: every rank must make the same MPI calls.
+  std::function<Status(const RunHookContext&)> after_steps;
 };
 
 // The job file's `execution:` section.

@@ -26,8 +26,10 @@ namespace {
 constexpr const char* kUsage = R"(pipetwin — pipeline schedules: predict, run, compare
 
 usage:
-  pipetwin simulate JOB.yaml [--report R.json] [--trace T.json] [--ascii]
-      Predict one training step: iteration time, bubbles, in-flight microbatches per rank.
+  pipetwin simulate JOB.yaml [--report R.json] [--trace T.json] [--ascii] [--per-pipeline-rank]
+      Predict one training step: iteration time, bubbles, in-flight microbatches, memory per
+      rank, throughput and MFU. The report has a row per GPU (--per-pipeline-rank: one per
+      pipeline rank, for very large jobs).
   pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
       Write the per-rank programs (PyTorch action syntax, one row per rank).
   mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
@@ -95,12 +97,13 @@ Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
 }
 
 int CmdSimulate(int argc, char** argv) {
-  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace"}, {"--ascii"});
+  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace"}, {"--ascii", "--per-pipeline-rank"});
   if (!a) return Fail(a.error());
   auto job = JobFromArgs(*a, "simulate");
   if (!job) return Fail(job.error());
   const bool want_timeline = a->options.count("--trace") > 0 || HasFlag(*a, "--ascii");
-  auto res = Simulate(*job, want_timeline);
+  auto res = Simulate(*job, {.record_timeline = want_timeline,
+                             .per_world_rank = !HasFlag(*a, "--per-pipeline-rank")});
   if (!res) return Fail(res.error());
   const Report& r = res->report;
   if (auto it = a->options.find("--report"); it != a->options.end()) {
@@ -116,11 +119,34 @@ int CmdSimulate(int argc, char** argv) {
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n",
               r.iteration_time_ms, r.optimizer_sync ? "optimizer_sync" : "no optimizer sync",
               r.makespan_ms, 100.0 * r.bubble_fraction);
-  std::printf("%6s %12s %8s %10s %10s\n", "rank", "busy ms", "bubble", "in-flight", "pending W");
+  if (r.extra.contains("job")) {
+    const auto& j = r.extra["job"];
+    const auto& m = r.extra["memory"];
+    std::printf("%s on %d × %s: %.1f TFLOP/s per device, MFU %.1f%%, %.0f tokens/s\n",
+                j["model"].get<std::string>().c_str(), j["world_size"].get<int>(),
+                j["device"].get<std::string>().c_str(), r.throughput.tflops_per_device,
+                100.0 * r.throughput.mfu, r.throughput.tokens_per_s);
+    const double gib = 1024.0 * 1024 * 1024;
+    if (m["fits"].get<bool>()) {
+      std::printf("memory: fits; the fullest rank (%d) peaks at %.1f GiB of %.1f GiB\n",
+                  m["worst_rank"].get<int>(), m["worst_peak_bytes"].get<double>() / gib,
+                  m["device_memory_bytes"].get<double>() / gib);
+    } else {
+      std::printf("memory: DOES NOT FIT; rank %d needs %.1f GiB of %.1f GiB (%.1f GiB short)\n",
+                  m["worst_rank"].get<int>(), m["worst_peak_bytes"].get<double>() / gib,
+                  m["device_memory_bytes"].get<double>() / gib,
+                  m["shortfall_bytes"].get<double>() / gib);
+    }
+  }
+  // One line per pipeline rank: data-, tensor- and context-parallel replicas are identical.
+  std::printf("%6s %12s %8s %10s %10s %12s\n", "pp", "busy ms", "bubble", "in-flight",
+              "pending W", "peak GiB");
   for (const RankReport& k : r.ranks) {
-    std::printf("%6d %12.3f %7.2f%% %10d %10d\n", k.rank, k.compute_busy_ms,
-                100.0 * k.bubble_fraction, k.peak_inflight_microbatches,
-                k.peak_pending_weight_grads);
+    if (k.dp_rank != 0 || k.tp_rank != 0 || k.cp_rank != 0) continue;
+    std::printf("%6d %12.3f %7.2f%% %10d %10d %12.2f\n", k.pp_rank >= 0 ? k.pp_rank : k.rank,
+                k.compute_busy_ms, 100.0 * k.bubble_fraction, k.peak_inflight_microbatches,
+                k.peak_pending_weight_grads,
+                static_cast<double>(k.peak_memory_bytes) / (1024.0 * 1024 * 1024));
   }
   if (HasFlag(*a, "--ascii")) {
     std::printf("\n%s", AsciiTimeline(res->timeline, res->schedule.StagesPerRank()).c_str());

@@ -83,7 +83,8 @@ Report BuildReport(const JobSpec& job, const Schedule& s, const SimStats& stats)
   return rep;
 }
 
-Expected<SimResult> Simulate(const JobSpec& job, bool record_timeline) {
+Expected<SimResult> Simulate(const JobSpec& job, const SimulateOptions& opts) {
+  const bool record_timeline = opts.record_timeline;
   SimResult res;
   std::optional<models::JobCosts> jc;
   int microbatches = job.microbatches.value_or(0);
@@ -110,7 +111,7 @@ Expected<SimResult> Simulate(const JobSpec& job, bool record_timeline) {
                         record_timeline ? &recorder : nullptr);
   res.timeline = recorder.Take();
   res.report = BuildReport(job, res.schedule, res.stats);
-  if (jc) AddModelReport(res.report, job.parallel, res.schedule, res.stats, *jc);
+  if (jc) AddModelReport(res.report, job.parallel, res.schedule, res.stats, *jc, opts.per_world_rank);
   return res;
 }
 

@@ -31,9 +31,15 @@ struct InflightPeaks {
 // From one rank's program order (the compute stream runs it in that order).
 InflightPeaks ComputeInflightPeaks(const std::vector<Action>& program);
 
-// Builds the schedule, plays it and reports. `record_timeline` = false skips the timeline
-// (faster; the report needs only the statistics).
-Expected<SimResult> Simulate(const JobSpec& job, bool record_timeline = true);
+struct SimulateOptions {
+  bool record_timeline = true;  // false: no timeline (faster; the report needs only statistics)
+  bool per_world_rank = true;   // model-based jobs: a report row per GPU, or per pipeline rank
+};
+// Builds the schedule, plays it and reports.
+Expected<SimResult> Simulate(const JobSpec& job, const SimulateOptions& opts);
+inline Expected<SimResult> Simulate(const JobSpec& job, bool record_timeline = true) {
+  return Simulate(job, SimulateOptions{.record_timeline = record_timeline});
+}
 
 // Report from engine statistics (shared by tests and the benchmark).
 Report BuildReport(const JobSpec& job, const Schedule& s, const SimStats& stats);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Regenerates results/schedules/ and results/models/ from the example jobs (predictions only;
+# results/validation/ comes from the validation loop). Run after scripts/demo.sh has built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/release/apps/pipetwin
+[ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target pipetwin; }
+mkdir -p results/schedules results/models
+for s in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv dualpipev; do
+  "$bin" simulate "examples/schedules/$s.yaml" --ascii \
+    --report "results/schedules/$s.report.json" --trace "results/schedules/$s.trace.json" \
+    > "results/schedules/$s.txt"
+done
+for j in gpt3-175b llama3-70b llama3-405b megatron-1t; do
+  trace=(--trace "results/models/$j.trace.json")
+  # The 1T job has 391,424 actions on 64 pipeline ranks: its trace (~60 MB) is not kept.
+  # The two largest jobs report one row per pipeline rank, not one per GPU (3,072 and 16,384).
+  case $j in
+    megatron-1t) trace=(--per-pipeline-rank) ;;
+    llama3-405b) trace+=(--per-pipeline-rank) ;;
+  esac
+  "$bin" simulate "examples/models/$j.yaml" --report "results/models/$j.report.json" "${trace[@]}" \
+    > "results/models/$j.txt"
+done
+ls -la results/schedules results/models

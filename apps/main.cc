@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include "apps/commands.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
 #include "schedule/build.h"
@@ -18,6 +19,7 @@
 #include "schedule/report.h"
 #include "schedule/trace.h"
 #include "sim/ascii.h"
+#include "sim/profile.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -26,7 +28,8 @@ namespace {
 constexpr const char* kUsage = R"(pipetwin — pipeline schedules: predict, run, compare
 
 usage:
-  pipetwin simulate JOB.yaml [--report R.json] [--trace T.json] [--ascii] [--per-pipeline-rank]
+  pipetwin simulate JOB.yaml [--report R.json] [--trace T.json] [--ascii]
+                    [--profile PROFILE.yaml] [--per-pipeline-rank]
       Predict one training step: iteration time, bubbles, in-flight microbatches, memory per
       rank, throughput and MFU. The report has a row per GPU (--per-pipeline-rank: one per
       pipeline rank, for very large jobs).
@@ -36,8 +39,17 @@ usage:
                                  [--check-reference]
       Execute the same step for real, N = pp × dp × tp × cp ranks; --check-reference compares
       the loss and every gradient with a single-process run of the same model and data.
-  pipetwin calibrate --backend cpu|cuda JOB.yaml --out PROFILE.yaml   (not built yet)
-  pipetwin compare PREDICTED.json MEASURED.json --out DIR            (not built yet)
+  mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml
+                                 [--steps S] [--warmup W]
+      Measure F, I, W, B and the optimizer step per stage, the executor's per-action
+      overhead, point-to-point latency and bandwidth, the DP all-reduce; for simulate --profile.
+  pipetwin compare PREDICTED.json MEASURED.json --out DIR [--predicted-trace T.json]
+                   [--measured-trace T.json] [--tolerance 0.05] [--title TEXT] [--no-plots]
+      Error table (DIR/errors.md, DIR/errors.csv) and plots (scripts/plot.py, matplotlib).
+  pipetwin validate JOB.yaml [JOB2.yaml ...] [--schedules job|all|NAME,NAME] [--out DIR]
+                    [--mpirun "mpirun --oversubscribe"] [--tolerance 0.05] [--tutorial]
+      For each job and schedule: calibrate, simulate --profile, run, compare (calibrate and
+      run are started through mpirun, or $PIPETWIN_MPIRUN); DIR/summary.md and plots.
   pipetwin schedules
       List the schedule generators.
 
@@ -97,13 +109,18 @@ Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
 }
 
 int CmdSimulate(int argc, char** argv) {
-  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace"}, {"--ascii", "--per-pipeline-rank"});
+  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--profile"},
+                    {"--ascii", "--per-pipeline-rank"});
   if (!a) return Fail(a.error());
   auto job = JobFromArgs(*a, "simulate");
   if (!job) return Fail(job.error());
   const bool want_timeline = a->options.count("--trace") > 0 || HasFlag(*a, "--ascii");
-  auto res = Simulate(*job, {.record_timeline = want_timeline,
-                             .per_world_rank = !HasFlag(*a, "--per-pipeline-rank")});
+  const SimulateOptions so{.record_timeline = want_timeline,
+                           .per_world_rank = !HasFlag(*a, "--per-pipeline-rank")};
+  // --profile: measured costs (pipetwin calibrate) in place of the cost model's times.
+  auto res = a->options.count("--profile") > 0
+                 ? SimulateWithProfile(*job, a->options.at("--profile"), so)
+                 : Simulate(*job, so);
   if (!res) return Fail(res.error());
   const Report& r = res->report;
   if (auto it = a->options.find("--report"); it != a->options.end()) {
@@ -269,11 +286,9 @@ int Main(int argc, char** argv) {
   if (cmd == "schedule") return CmdSchedule(argc, argv);
   if (cmd == "schedules") return CmdSchedules();
   if (cmd == "run") return CmdRun(argc, argv);
-  if (cmd == "calibrate" || cmd == "compare" || cmd == "validate") {
-    std::fprintf(stderr, "pipetwin: %s is not built yet in this version (see README, status)\n",
-                 cmd.c_str());
-    return 1;
-  }
+  if (cmd == "calibrate") return CmdCalibrate(argc, argv);
+  if (cmd == "compare") return CmdCompare(argc, argv);
+  if (cmd == "validate") return CmdValidate(argc, argv);
   std::fprintf(stderr, "pipetwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

@@ -1,0 +1,311 @@
+// `pipetwin validate JOB.yaml [JOB2.yaml ...] --schedules job|all|LIST --out DIR`
+//
+// For each job and schedule: calibrate, simulate with the profile, run, compare; then one
+// summary (DIR/summary.md, DIR/summary.csv) and one set of plots. `calibrate` and `run`
+// need their ranks, so they are started as child processes through mpirun (posix_spawnp,
+// no shell: arguments are passed as they are): `--mpirun "mpirun --oversubscribe"` or the
+// environment variable PIPETWIN_MPIRUN names the launcher (default: mpirun). Their output
+// goes to DIR/<entry>/calibrate.log and run.log; a progress line on stderr says where the
+// loop is.
+#include <yaml-cpp/yaml.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "apps/commands.h"
+#include "schedule/build.h"
+#include "schedule/csv.h"
+#include "schedule/generators.h"
+#include "schedule/job.h"
+#include "schedule/report.h"
+#include "schedule/trace.h"
+#include "sim/profile.h"
+
+namespace pipetwin {
+namespace {
+
+std::string SelfExe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("pipetwin") : p.string();
+}
+
+std::vector<std::string> Words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> w;
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+
+struct Entry {
+  std::string label;  // "<job stem>-<schedule>"
+  std::string job, schedule;
+  int pp = 1, dp = 1, tp = 1, microbatches = 0;
+  double predicted_ms = 0, measured_ms = 0, error = 0, min_ms = 0, max_ms = 0;
+  int steps = 0;
+  bool memory_equal = false, bytes_equal = false, done = false;
+  std::string note;
+};
+
+std::string SummaryCsv(const std::vector<Entry>& es, double tol) {
+  std::ostringstream o;
+  o << "label,job,schedule,pp,dp,tp,microbatches,predicted_ms,measured_ms,error_pct,"
+       "measured_min_ms,measured_max_ms,measured_steps,memory_equal,bytes_equal,within_tolerance,"
+       "note\n";
+  char b[512];
+  for (const Entry& e : es) {
+    std::snprintf(b, sizeof b, "%s,%s,%s,%d,%d,%d,%d,%.4f,%.4f,%.3f,%.4f,%.4f,%d,%d,%d,%d,%s\n",
+                  e.label.c_str(), e.job.c_str(), e.schedule.c_str(), e.pp, e.dp, e.tp,
+                  e.microbatches, e.predicted_ms, e.measured_ms, 100.0 * e.error, e.min_ms,
+                  e.max_ms, e.steps, e.memory_equal ? 1 : 0, e.bytes_equal ? 1 : 0,
+                  e.done && std::abs(e.error) <= tol ? 1 : 0, e.note.c_str());
+    o << b;
+  }
+  return o.str();
+}
+
+std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command) {
+  std::ostringstream o;
+  o << "# Predicted against measured\n\n"
+    << "Made by: `" << command << "`\n\n"
+    << "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
+       "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
+       "`pipetwin compare`. Error = (predicted − measured) / measured; tolerance ±"
+    << 100.0 * tol << "%. Per-entry tables: `<label>/errors.md`.\n\n"
+    << "| entry | pp | dp | tp | m | predicted ms | measured ms (min–max) | error | memory | "
+       "bytes |\n|---|--:|--:|--:|--:|--:|--:|--:|:-:|:-:|\n";
+  char b[512];
+  for (const Entry& e : es) {
+    if (!e.done) {
+      o << "| " << e.label << " | " << e.pp << " | " << e.dp << " | " << e.tp << " | "
+        << e.microbatches << " | – | – | – | – | – |  " << e.note << "\n";
+      continue;
+    }
+    std::snprintf(
+        b, sizeof b, "| %s | %d | %d | %d | %d | %.2f | %.2f (%.2f–%.2f) | %+.2f%%%s | %s | %s |\n",
+        e.label.c_str(), e.pp, e.dp, e.tp, e.microbatches, e.predicted_ms, e.measured_ms, e.min_ms,
+        e.max_ms, 100.0 * e.error, std::abs(e.error) <= tol ? "" : " **outside**",
+        e.memory_equal ? "equal" : "**differs**", e.bytes_equal ? "equal" : "**differ**");
+    o << b;
+  }
+  return o.str();
+}
+
+}  // namespace
+
+int CmdValidate(int argc, char** argv) {
+  auto fail = [](const Error& e) {
+    std::cerr << "pipetwin: " << e.message << "\n";
+    return e.exit_status();
+  };
+  auto a = ParseCmdArgs(argc, argv, 2,
+                        {"--schedules", "--out", "--mpirun", "--tolerance", "--calibrate-steps"},
+                        {"--no-plots", "--tutorial"});
+  if (!a) return fail(a.error());
+  if (a->positional.empty()) {
+    return fail(Error::BadInput("validate: expected one or more job files (see --help)"));
+  }
+  const std::string out = a->Get("--out", "validate-out");
+  const std::string which = a->Get("--schedules", "job");
+  std::string launcher = a->Get("--mpirun");
+  if (launcher.empty()) {
+    const char* e = std::getenv("PIPETWIN_MPIRUN");
+    launcher = e != nullptr && *e != '\0' ? e : "mpirun";
+  }
+  double tol = 0.05;
+  if (!a->Get("--tolerance").empty()) {
+    char* end = nullptr;
+    tol = std::strtod(a->Get("--tolerance").c_str(), &end);
+    if (*end != '\0' || !(tol >= 0 && tol <= 1)) {
+      return fail(Error::BadInput("--tolerance: must be a number in [0, 1], got '" +
+                                  a->Get("--tolerance") + "'"));
+    }
+  }
+  std::string command = "pipetwin validate";
+  for (int i = 2; i < argc; ++i) command += std::string(" ") + argv[i];
+
+  // Every (job, schedule), checked before anything runs.
+  struct Plan {
+    Entry e;
+    std::string variant_yaml;
+    int np = 1;
+  };
+  std::vector<Plan> plans;
+  for (const std::string& path : a->positional) {
+    auto job = LoadJob(path);
+    if (!job) return fail(job.error());
+    std::vector<std::string> schedules;
+    if (which == "job") {
+      schedules = {job->schedule};
+    } else if (which == "all") {
+      for (const GeneratorInfo& g : AllGenerators()) schedules.emplace_back(g.name);
+    } else {
+      std::string s = which;
+      for (char& c : s) c = c == ',' ? ' ' : c;
+      schedules = Words(s);
+    }
+    YAML::Node root = YAML::LoadFile(path);
+    const std::string stem = std::filesystem::path(path).stem().string();
+    for (const std::string& sched : schedules) {
+      YAML::Node v = YAML::Clone(root);
+      v["schedule"] = sched;
+      if (sched == "interleaved-1f1b") {
+        if (job->parallel.vpp < 2) v["parallel"]["vpp"] = 2;
+      } else if (v["parallel"] && v["parallel"]["vpp"]) {
+        v["parallel"]["vpp"] = 1;
+      }
+      YAML::Emitter em;
+      em << v;
+      Plan p;
+      p.e.label = which == "job" ? stem : stem + "-" + sched;
+      p.e.job = path;
+      p.e.schedule = sched;
+      p.variant_yaml = std::string("# ") + path + " with schedule " + sched +
+                       " (written by pipetwin validate)\n" + em.c_str() + "\n";
+      auto vj = ParseJob(p.variant_yaml, out + "/" + p.e.label + "/job.yaml");
+      if (!vj) {
+        if (which == "job") return fail(vj.error());
+        p.e.note = "skipped: " + vj.error().message;
+      } else {
+        p.e.pp = vj->parallel.pp;
+        p.e.dp = vj->parallel.dp;
+        p.e.tp = vj->parallel.tp;
+        p.np = vj->parallel.WorldSize();
+        p.e.microbatches = vj->microbatches.value_or(0);
+        if (vj->microbatches) {
+          if (auto s = BuildSchedule(*vj, *vj->microbatches); !s) {
+            if (which == "job") return fail(s.error());
+            p.e.note = "skipped: " + s.error().message.substr(0, s.error().message.find('\n'));
+          }
+        }
+      }
+      for (char& c : p.e.note) c = c == ',' ? ';' : c;
+      plans.push_back(std::move(p));
+    }
+  }
+
+  const std::string self = SelfExe();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<Entry> entries;
+  const std::size_t total = plans.size();
+  auto progress = [&](std::size_t k, const std::string& label, const std::string& what) {
+    std::fprintf(stderr, "[%zu/%zu %5.0f s] %s: %s\n", k + 1, total, elapsed(), label.c_str(),
+                 what.c_str());
+  };
+  auto write_summary = [&]() -> Status {
+    if (Status s = WriteFileAtomic(out + "/summary.csv", SummaryCsv(entries, tol)); !s) return s;
+    return WriteFileAtomic(out + "/summary.md", SummaryMd(entries, tol, command));
+  };
+  int failures = 0;
+  for (std::size_t k = 0; k < plans.size(); ++k) {
+    Plan& p = plans[k];
+    Entry& e = p.e;
+    if (!e.note.empty()) {
+      progress(k, e.label, e.note);
+      entries.push_back(e);
+      continue;
+    }
+    const std::string dir = out + "/" + e.label;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(Error::Failure(dir + ": cannot create the folder: " + ec.message()));
+    std::filesystem::remove(dir + "/calibrate.log", ec);
+    std::filesystem::remove(dir + "/run.log", ec);
+    const std::string job_path = dir + "/job.yaml";
+    if (Status s = WriteFileAtomic(job_path, p.variant_yaml); !s) return fail(s.error());
+    std::vector<std::string> mpi = Words(launcher);
+    mpi.insert(mpi.end(), {"-np", std::to_string(p.np), self});
+
+    progress(k, e.label, "calibrate (" + launcher + " -np " + std::to_string(p.np) + ")");
+    std::vector<std::string> cal = mpi;
+    cal.insert(cal.end(),
+               {"calibrate", "--backend", "cpu", job_path, "--out", dir + "/profile.yaml"});
+    if (!a->Get("--calibrate-steps").empty()) {
+      cal.insert(cal.end(), {"--steps", a->Get("--calibrate-steps")});
+    }
+    if (int rc = Spawn(cal, dir + "/calibrate.log"); rc != 0) {
+      e.note = "calibrate failed (exit " + std::to_string(rc) + "; see " + dir + "/calibrate.log)";
+      progress(k, e.label, e.note);
+      entries.push_back(e);
+      ++failures;
+      continue;
+    }
+
+    progress(k, e.label, "simulate --profile");
+    auto job = LoadJob(job_path);
+    if (!job) return fail(job.error());
+    auto sim = SimulateWithProfile(*job, dir + "/profile.yaml", {});
+    if (!sim) return fail(sim.error());
+    if (Status s = WriteFileAtomic(dir + "/predicted.json", ReportToJson(sim->report)); !s) {
+      return fail(s.error());
+    }
+    if (Status s = WriteFileAtomic(dir + "/predicted.trace.json",
+                                   TraceJson(sim->timeline, job_path + " (predicted)"));
+        !s) {
+      return fail(s.error());
+    }
+
+    progress(k, e.label, "run (" + launcher + " -np " + std::to_string(p.np) + ")");
+    std::vector<std::string> run = mpi;
+    run.insert(run.end(), {"run", job_path, "--backend", "cpu", "--report", dir + "/measured.json",
+                           "--trace", dir + "/measured.trace.json"});
+    if (int rc = Spawn(run, dir + "/run.log"); rc != 0) {
+      e.note = "run failed (exit " + std::to_string(rc) + "; see " + dir + "/run.log)";
+      progress(k, e.label, e.note);
+      entries.push_back(e);
+      ++failures;
+      continue;
+    }
+
+    auto c = CompareFiles(dir + "/predicted.json", dir + "/measured.json", dir,
+                          e.label + ": predicted against measured", tol);
+    if (!c) return fail(c.error());
+    e.done = true;
+    e.predicted_ms = c->rows[0].predicted;
+    e.measured_ms = c->rows[0].measured;
+    e.error = c->iteration_error;
+    e.memory_equal = c->memory_equal;
+    e.bytes_equal = c->bytes_equal;
+    auto mt = ReadText(dir + "/measured.json");
+    if (mt) {
+      auto mr = ReportFromJson(*mt, dir + "/measured.json");
+      if (mr && mr->extra.contains("measured_steps_ms")) {
+        const auto& st = mr->extra["measured_steps_ms"];
+        e.steps = static_cast<int>(st.size());
+        e.min_ms = e.max_ms = e.measured_ms;
+        for (const auto& x : st) {
+          e.min_ms = std::min(e.min_ms, x.get<double>());
+          e.max_ms = std::max(e.max_ms, x.get<double>());
+        }
+      }
+    }
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "predicted %.2f ms, measured %.2f ms, error %+.2f%%; memory %s; bytes %s",
+                  e.predicted_ms, e.measured_ms, 100.0 * e.error,
+                  e.memory_equal ? "equal" : "differs", e.bytes_equal ? "equal" : "differ");
+    progress(k, e.label, line);
+    entries.push_back(e);
+    if (Status s = write_summary(); !s) return fail(s.error());
+  }
+  if (Status s = write_summary(); !s) return fail(s.error());
+  std::printf("%s", SummaryMd(entries, tol, command).c_str());
+  std::printf("\nsummary: %s/summary.md, %s/summary.csv (%.0f s)\n", out.c_str(), out.c_str(),
+              elapsed());
+  if (!a->Has("--no-plots")) {
+    RunPlots(out, a->Has("--tutorial") ? std::vector<std::string>{"--tutorial"}
+                                       : std::vector<std::string>{});
+  }
+  return failures > 0 ? 1 : 0;
+}
+
+}  // namespace pipetwin

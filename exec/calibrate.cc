@@ -1,0 +1,306 @@
+#include "exec/calibrate.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "exec/cpu_backend.h"
+#include "exec/mpi_util.h"
+#include "exec/run.h"
+#include "models/training.h"
+#include "schedule/build.h"
+
+namespace pipetwin::exec {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
+
+// Per stage, what calibrate reports; -1 where this rank has no sample.
+enum Field { kF, kI, kW, kB, kOpt, kTransferBytes, kDpMs, kDpBytes, kNumFields };
+
+int FieldOf(ActionKind k) {
+  switch (k) {
+    case ActionKind::kForward:
+      return kF;
+    case ActionKind::kBackwardInput:
+      return kI;
+    case ActionKind::kBackwardWeight:
+      return kW;
+    case ActionKind::kBackward:
+      return kB;
+    case ActionKind::kOptimizer:
+      return kOpt;
+    case ActionKind::kSendF:
+    case ActionKind::kRecvF:
+    case ActionKind::kSendB:
+    case ActionKind::kRecvB:
+    case ActionKind::kReduceGrad:
+      break;
+  }
+  return -1;
+}
+
+// Scalars, reduced with MAX over the world (-1 where a rank has none).
+enum Scalar { kOverhead, kStepStart, kSync, kLatency, kBandwidth, kNumScalars };
+
+double Now() { return MPI_Wtime(); }
+
+// Median one-way time (ms) of a ping-pong of `bytes` between pp ranks a and b of `comm`.
+double PingPong(MPI_Comm comm, int a, int b, std::int64_t bytes, int reps) {
+  int me = 0;
+  PT_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  std::vector<char> buf(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)));
+  const int n = static_cast<int>(bytes);
+  std::vector<double> t;
+  for (int i = 0; i < reps + 3; ++i) {
+    const double s = Now();
+    if (me == a) {
+      PT_MPI_CHECK(MPI_Send(buf.data(), n, MPI_BYTE, b, 77, comm));
+      PT_MPI_CHECK(MPI_Recv(buf.data(), n, MPI_BYTE, b, 78, comm, MPI_STATUS_IGNORE));
+    } else if (me == b) {
+      PT_MPI_CHECK(MPI_Recv(buf.data(), n, MPI_BYTE, a, 77, comm, MPI_STATUS_IGNORE));
+      PT_MPI_CHECK(MPI_Send(buf.data(), n, MPI_BYTE, a, 78, comm));
+    }
+    if (i >= 3) t.push_back((Now() - s) * 1e3 / 2.0);
+  }
+  return Median(t);
+}
+
+std::string Num(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+}  // namespace
+
+Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOptions& opts) {
+  // The job with enough measured steps for medians (parsed again from the edited YAML, so
+  // every layer sees the same file).
+  auto exe = ParseExecutionConfig(job_in);
+  if (!exe) return exe.error();
+  const int steps = std::max(exe->steps, opts.min_steps);
+  const int warmup = std::max(exe->warmup, opts.min_warmup);
+  YAML::Node root = YAML::Clone(job_in.root);
+  root["execution"]["steps"] = steps;
+  root["execution"]["warmup"] = warmup;
+  YAML::Emitter em;
+  em << root;
+  auto parsed = ParseJob(em.c_str(), job_in.path);
+  if (!parsed) return parsed.error();
+  const JobSpec& job = *parsed;
+  auto m = models::ResolveMicrobatches(job);
+  if (!m) return m.error();
+  auto sched = BuildSchedule(job, *m);
+  if (!sched) return sched.error();
+  const int num_stages = sched->num_stages;
+
+  std::vector<double> stage(static_cast<std::size_t>(num_stages * kNumFields), -1.0);
+  std::array<double, kNumScalars> scalar{};
+  scalar.fill(-1.0);
+  std::vector<std::pair<std::int64_t, double>> p2p_samples;  // (bytes, one-way ms), root only
+  const int reps = opts.repetitions;
+
+  RunOptions ro;
+  ro.backend = opts.backend;
+  ro.after_steps = [&](const RunHookContext& ctx) -> Status {
+    const int pp_rank = ctx.groups.coord.pp;
+    const std::vector<Action>& prog = sched->programs[static_cast<std::size_t>(pp_rank)];
+    auto at = [&](int s, int f) -> double& {
+      return stage[static_cast<std::size_t>(s * kNumFields + f)];
+    };
+    // 1. Compute actions and the engine's overhead, from every measured step.
+    std::map<std::pair<int, int>, std::vector<double>> samples;
+    std::vector<double> overhead, step_start;
+    for (const auto& events : ctx.steps) {
+      if (!events.empty()) step_start.push_back(Ms(events.front().start_ns));
+      std::int64_t prev_end = -1, recv_ns = 0;
+      for (const TimelineEvent& e : events) {
+        if (e.stream == Stream::kRecv) recv_ns += e.end_ns - e.start_ns;
+        if (e.stream != Stream::kCompute) continue;
+        samples[{e.action.stage, FieldOf(e.action.kind)}].push_back(Ms(e.end_ns - e.start_ns));
+        // The first optimizer step waits for the reductions and the all-rank sync: no
+        // overhead sample there.
+        if (prev_end >= 0 && e.action.kind != ActionKind::kOptimizer) {
+          overhead.push_back(Ms(e.start_ns - prev_end - recv_ns));
+        }
+        prev_end = e.end_ns;
+        recv_ns = 0;
+      }
+    }
+    for (const auto& [key, v] : samples) at(key.first, key.second) = Median(v);
+    scalar[kOverhead] = std::max(0.0, Median(overhead));
+    scalar[kStepStart] = Median(step_start);
+
+    // Transfer size: every pipeline transfer of a rank has the same shape.
+    int sends = 0;
+    for (const Action& a : prog) {
+      sends += a.kind == ActionKind::kSendF || a.kind == ActionKind::kSendB ? 1 : 0;
+    }
+    const std::vector<int> mine = StagesOfRank(*sched, pp_rank);
+    if (sends > 0) {
+      const double bytes = static_cast<double>(ctx.backend.BytesSent(0)) /
+                           (static_cast<double>(ctx.total_steps) * sends);
+      for (int s : mine) at(s, kTransferBytes) = bytes;
+    }
+
+    // 3. The data-parallel all-reduce of each stage's gradients.
+    int dp = 1;
+    PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
+    for (int s : mine) {
+      const std::size_t n = ctx.backend.chunk(s).grads().size();
+      if (dp <= 1) {
+        at(s, kDpMs) = 0;
+        at(s, kDpBytes) = 0;
+        continue;
+      }
+      std::vector<float> g(n, 1.0f);
+      std::vector<double> t;
+      for (int i = 0; i < reps + 3; ++i) {
+        PT_MPI_CHECK(MPI_Barrier(ctx.groups.dp));
+        const double st = Now();
+        PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                                   ctx.groups.dp));
+        if (i >= 3) t.push_back((Now() - st) * 1e3);
+      }
+      at(s, kDpMs) = Median(t);
+      // Bytes one rank sends in a ring all-reduce, as the backend counts them.
+      at(s, kDpBytes) = static_cast<double>(
+          static_cast<std::int64_t>(2.0 * (dp - 1) / dp * static_cast<double>(n * sizeof(float))));
+    }
+
+    // 2. Ping-pong between pipeline neighbours, at sizes around the real transfer.
+    double transfer = -1;
+    for (int s = 0; s < num_stages; ++s) transfer = std::max(transfer, at(s, kTransferBytes));
+    PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &transfer, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    int pp = 1;
+    PT_MPI_CHECK(MPI_Comm_size(ctx.groups.pp, &pp));
+    if (pp > 1 && transfer > 0) {
+      const auto t = static_cast<std::int64_t>(transfer);
+      const std::vector<std::int64_t> sizes = {8, std::max<std::int64_t>(t / 4, 16), t, 4 * t};
+      std::vector<double> xs, ys;
+      for (int k = 0; k + 1 < pp; ++k) {
+        for (std::int64_t b : sizes) {
+          PT_MPI_CHECK(MPI_Barrier(ctx.groups.pp));
+          const double ms = PingPong(ctx.groups.pp, k, k + 1, b, reps);
+          if (k == 0) {
+            xs.push_back(static_cast<double>(b));
+            ys.push_back(ms);
+          }
+        }
+      }
+      if (WorldRank() == 0) {
+        // Least squares: time = latency + bytes / bandwidth.
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        const double n = static_cast<double>(xs.size());
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+          sx += xs[i];
+          sy += ys[i];
+          sxx += xs[i] * xs[i];
+          sxy += xs[i] * ys[i];
+          p2p_samples.emplace_back(static_cast<std::int64_t>(xs[i]), ys[i]);
+        }
+        const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+        const double icept = (sy - slope * sx) / n;
+        scalar[kLatency] = std::max(0.0, icept);
+        scalar[kBandwidth] = slope > 0 ? 1.0 / slope : 1e12;
+      }
+    }
+
+    // 4. The all-rank reduction before the optimizer step.
+    {
+      std::vector<double> t;
+      double v = 1.0, out = 0;
+      for (int i = 0; i < reps + 3; ++i) {
+        PT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        const double st = Now();
+        PT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        if (i >= 3) t.push_back((Now() - st) * 1e3);
+      }
+      scalar[kSync] = Median(t);
+    }
+
+    // The slowest replica of each stage; the scalars likewise.
+    PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, stage.data(), static_cast<int>(stage.size()),
+                               MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, scalar.data(), kNumScalars, MPI_DOUBLE, MPI_MAX,
+                               MPI_COMM_WORLD));
+    return OkStatus();
+  };
+
+  auto run = RunJob(job, ro);
+  if (!run) return run.error();
+  CalibrateResult res;
+  res.root = run->root;
+  if (!res.root) return res;
+
+  const ParallelConfig& par = job.parallel;
+  std::ostringstream y;
+  y << "# pipetwin calibration profile, measured by `pipetwin calibrate --backend " << opts.backend
+    << "`.\n"
+    << "# Read by `pipetwin simulate JOB --profile THIS` (sim/profile.h documents the keys).\n"
+    << "# Times in ms: medians over " << steps << " measured steps after " << warmup
+    << " warm-up steps (actions), or over " << reps << " repetitions (links, collectives).\n"
+    << "version: 1\n"
+    << "backend: " << opts.backend << "\n"
+    << "job: \"" << job.path << "\"\n"
+    << "schedule: \"" << job.schedule << "\"\n"
+    << "microbatches: " << *m << "\n"
+    << "parallel: {pp: " << par.pp << ", dp: " << par.dp << ", tp: " << par.tp << ", cp: " << par.cp
+    << ", sp: " << (par.sp ? "true" : "false") << "}\n"
+    << "stages:\n";
+  const char* names[kNumFields] = {"forward_ms",   "backward_input_ms", "backward_weight_ms",
+                                   "backward_ms",  "optimizer_ms",      "transfer_bytes",
+                                   "dp_reduce_ms", "dp_reduce_bytes"};
+  for (int s = 0; s < num_stages; ++s) {
+    y << "  - {stage: " << s;
+    for (int f = 0; f < kNumFields; ++f) {
+      const double v = stage[static_cast<std::size_t>(s * kNumFields + f)];
+      if (v < 0) continue;  // not run on this stage by this schedule
+      y << ", " << names[f] << ": "
+        << (f == kTransferBytes || f == kDpBytes ? std::to_string(static_cast<std::int64_t>(v))
+                                                 : Num(v));
+    }
+    y << "}\n";
+  }
+  y << "engine:\n"
+    << "  action_overhead_ms: " << Num(scalar[kOverhead])
+    << "   # compute thread between compute actions, outside receives\n"
+    << "  step_start_ms: " << Num(std::max(0.0, scalar[kStepStart]))
+    << "   # from a step's start to its first action\n"
+    << "sync_ms: " << Num(scalar[kSync]) << "   # all-rank reduction before the optimizer\n";
+  if (scalar[kLatency] >= 0) {
+    y << "p2p:\n"
+      << "  latency_ms: " << Num(scalar[kLatency]) << "\n"
+      << "  bandwidth_bytes_per_ms: " << Num(scalar[kBandwidth]) << "\n"
+      << "  samples:   # one-way time of a ping-pong between pipeline ranks 0 and 1\n";
+    for (const auto& [b, ms] : p2p_samples) {
+      y << "    - {bytes: " << b << ", ms: " << Num(ms) << "}\n";
+    }
+  }
+  if (par.dp > 1) {
+    y << "dp_allreduce:   # per stage's gradients, in a DP group of group_size ranks\n";
+    for (int s = 0; s < num_stages; ++s) {
+      const double ms = stage[static_cast<std::size_t>(s * kNumFields + kDpMs)];
+      const double by = stage[static_cast<std::size_t>(s * kNumFields + kDpBytes)];
+      y << "  - {group_size: " << par.dp << ", stage: " << s
+        << ", bytes_sent: " << static_cast<std::int64_t>(by) << ", ms: " << Num(ms) << "}\n";
+    }
+  }
+  res.profile_yaml = y.str();
+  return res;
+}
+
+}  // namespace pipetwin::exec

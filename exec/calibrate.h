@@ -1,0 +1,45 @@
+// calibrate.h — `pipetwin calibrate`: measure what each action costs on a backend and write
+// a profile that `pipetwin simulate --profile` plays instead of the cost model's times.
+//
+// Calibration runs under mpirun with the job's own ranks, like `run`:
+//  1. the job's schedule for real (exec::RunJob) with at least `min_steps` measured steps
+//     after `min_warmup` warm-up steps; from every measured step's timeline, the median
+//     duration of F, I, W, B and the optimizer step per stage (model chunk), and the engine's
+//     time on the compute thread between two compute actions outside receives (posting
+//     sends and receives, polling) — the per-action overhead;
+//  2. a ping-pong between pipeline neighbours at a few message sizes (the real transfer size
+//     among them), fitted to latency + bytes / bandwidth;
+//  3. the data-parallel all-reduce of each stage's gradients, in the job's DP group;
+//  4. the all-rank reduction before the optimizer step (optimizer_sync) and the fixed cost of
+//     starting a step (zeroing gradients, drawing the data).
+// Per stage, the slowest replica (over DP and TP ranks) is kept. The profile format is read
+// by sim/profile.h (which documents every key); exec/ and sim/ never include each other, so
+// the format is the contract, pinned by tests/compare.
+//
+//   MPI_Init(...);
+//   Expected<CalibrateResult> r = Calibrate(job, {.backend = "cpu"});
+//   if (r && r->root) WriteFileAtomic("profile.yaml", r->profile_yaml);
+#pragma once
+
+#include <string>
+
+#include "schedule/expected.h"
+#include "schedule/job.h"
+
+namespace pipetwin::exec {
+
+struct CalibrateOptions {
+  std::string backend = "cpu";
+  int min_steps = 10;    // measured steps (the job's execution.steps when larger)
+  int min_warmup = 2;    // warm-up steps (the job's execution.warmup when larger)
+  int repetitions = 20;  // per link or collective measurement, after 3 warm-up repetitions
+};
+
+struct CalibrateResult {
+  bool root = false;         // world rank 0 holds the profile
+  std::string profile_yaml;  // root only
+};
+
+Expected<CalibrateResult> Calibrate(const JobSpec& job, const CalibrateOptions& opts);
+
+}  // namespace pipetwin::exec

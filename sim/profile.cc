@@ -1,0 +1,256 @@
+#include "sim/profile.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "models/costs.h"
+#include "schedule/yaml_fields.h"
+#include "sim/model_costs.h"
+
+namespace pipetwin {
+namespace {
+
+constexpr double kMaxMs = 1e9;
+constexpr long long kMaxBytes = 1LL << 50;
+
+struct StageProfile {
+  double f = -1, i = -1, w = -1, b = -1, opt = -1, dp_ms = 0;
+  std::int64_t transfer_bytes = 0, dp_bytes = 0;
+};
+
+}  // namespace
+
+Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s) {
+  std::ifstream in(path);
+  if (!in) return Error::BadInput(path + ": cannot read the profile (--profile)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseProfile(text.str(), path, s);
+}
+
+Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
+                                 const Schedule& s) {
+  YamlFields f{path};
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Error::BadInput(path + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap())
+    return Error::BadInput(path + ": a profile is a YAML mapping (see sim/profile.h)");
+  if (Status st = f.CheckKeys(root, "profile",
+                              {"version", "backend", "job", "schedule", "microbatches", "parallel",
+                               "stages", "engine", "sync_ms", "p2p", "dp_allreduce"});
+      !st) {
+    return st.error();
+  }
+  if (!root["version"]) return f.At(root, "version", "required (1)");
+  if (auto v = f.Int(root["version"], "version", 1, 1); !v) return v.error();
+  if (root["parallel"]) {
+    const YAML::Node p = root["parallel"];
+    if (Status st = f.CheckKeys(p, "parallel", {"pp", "dp", "tp", "cp", "sp"}); !st) {
+      return st.error();
+    }
+    if (p["pp"]) {
+      auto pp = f.Int(p["pp"], "parallel.pp", 1, 1 << 20);
+      if (!pp) return pp.error();
+      if (*pp != s.num_ranks) {
+        return f.At(p["pp"], "parallel.pp",
+                    "the profile was measured with pp " + std::to_string(*pp) +
+                        ", the job has pp " + std::to_string(s.num_ranks) +
+                        " (calibrate the job itself)");
+      }
+    }
+  }
+
+  // Which compute kinds each stage runs.
+  std::vector<std::set<ActionKind>> runs(static_cast<std::size_t>(s.num_stages));
+  for (const auto& prog : s.programs) {
+    for (const Action& a : prog) {
+      if (IsCompute(a.kind)) runs[static_cast<std::size_t>(a.stage)].insert(a.kind);
+    }
+  }
+
+  const YAML::Node stages = root["stages"];
+  if (!stages) return f.At(root, "stages", "required: one entry per model chunk");
+  if (!stages.IsSequence() || static_cast<int>(stages.size()) != s.num_stages) {
+    return f.At(stages, "stages",
+                "must list " + std::to_string(s.num_stages) +
+                    " stages (one per model chunk of this schedule), got " +
+                    (stages.IsSequence() ? std::to_string(stages.size()) : "no list"));
+  }
+  std::vector<StageProfile> sp(static_cast<std::size_t>(s.num_stages));
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    const YAML::Node e = stages[k];
+    const std::string key = "stages[" + std::to_string(k) + "]";
+    if (Status st = f.CheckKeys(
+            e, key,
+            {"stage", "forward_ms", "backward_input_ms", "backward_weight_ms", "backward_ms",
+             "optimizer_ms", "transfer_bytes", "dp_reduce_ms", "dp_reduce_bytes"});
+        !st) {
+      return st.error();
+    }
+    if (e["stage"]) {
+      auto v =
+          f.Int(e["stage"], key + ".stage", static_cast<long long>(k), static_cast<long long>(k));
+      if (!v) return v.error();
+    }
+    StageProfile& p = sp[k];
+    auto num = [&](const char* name, double& out) -> Status {
+      if (!e[name]) return OkStatus();
+      auto v = f.Number(e[name], key + "." + name, 0, kMaxMs);
+      if (!v) return v.error();
+      out = *v;
+      return OkStatus();
+    };
+    auto bytes = [&](const char* name, std::int64_t& out) -> Status {
+      if (!e[name]) return OkStatus();
+      auto v = f.Int(e[name], key + "." + name, 0, kMaxBytes);
+      if (!v) return v.error();
+      out = *v;
+      return OkStatus();
+    };
+    for (Status st :
+         {num("forward_ms", p.f), num("backward_input_ms", p.i), num("backward_weight_ms", p.w),
+          num("backward_ms", p.b), num("optimizer_ms", p.opt), num("dp_reduce_ms", p.dp_ms),
+          bytes("transfer_bytes", p.transfer_bytes), bytes("dp_reduce_bytes", p.dp_bytes)}) {
+      if (!st) return st.error();
+    }
+    if (p.b < 0 && p.i >= 0 && p.w >= 0) p.b = p.i + p.w;
+    const struct {
+      ActionKind kind;
+      double value;
+      const char* name;
+    } need[] = {{ActionKind::kForward, p.f, "forward_ms"},
+                {ActionKind::kBackward, p.b, "backward_ms"},
+                {ActionKind::kBackwardInput, p.i, "backward_input_ms"},
+                {ActionKind::kBackwardWeight, p.w, "backward_weight_ms"},
+                {ActionKind::kOptimizer, p.opt, "optimizer_ms"}};
+    for (const auto& n : need) {
+      if (n.value < 0 && runs[k].count(n.kind) > 0) {
+        return f.At(e, key + "." + n.name,
+                    "required: the schedule runs " + std::string(KindName(n.kind)) + " on stage " +
+                        std::to_string(k) + " (calibrate with the same schedule)");
+      }
+    }
+  }
+
+  double overhead = 0, step_start = 0, sync = 0, latency = 0, bandwidth = 0;
+  if (const YAML::Node e = root["engine"]; e) {
+    if (Status st = f.CheckKeys(e, "engine", {"action_overhead_ms", "step_start_ms"}); !st) {
+      return st.error();
+    }
+    if (e["action_overhead_ms"]) {
+      auto v = f.Number(e["action_overhead_ms"], "engine.action_overhead_ms", 0, kMaxMs);
+      if (!v) return v.error();
+      overhead = *v;
+    }
+    if (e["step_start_ms"]) {
+      auto v = f.Number(e["step_start_ms"], "engine.step_start_ms", 0, kMaxMs);
+      if (!v) return v.error();
+      step_start = *v;
+    }
+  }
+  if (root["sync_ms"]) {
+    auto v = f.Number(root["sync_ms"], "sync_ms", 0, kMaxMs);
+    if (!v) return v.error();
+    sync = *v;
+  }
+  bool has_cross_rank_transfer = false;
+  for (int st = 0; st + 1 < s.num_stages; ++st) {
+    has_cross_rank_transfer =
+        has_cross_rank_transfer || s.stage_to_rank[static_cast<std::size_t>(st)] !=
+                                       s.stage_to_rank[static_cast<std::size_t>(st + 1)];
+  }
+  if (const YAML::Node p = root["p2p"]; p) {
+    if (Status st = f.CheckKeys(p, "p2p", {"latency_ms", "bandwidth_bytes_per_ms", "samples"});
+        !st) {
+      return st.error();
+    }
+    if (!p["latency_ms"]) return f.At(p, "p2p.latency_ms", "required with p2p");
+    if (!p["bandwidth_bytes_per_ms"])
+      return f.At(p, "p2p.bandwidth_bytes_per_ms", "required with p2p");
+    auto l = f.Number(p["latency_ms"], "p2p.latency_ms", 0, kMaxMs);
+    if (!l) return l.error();
+    auto b = f.Number(p["bandwidth_bytes_per_ms"], "p2p.bandwidth_bytes_per_ms", 1e-9, 1e18);
+    if (!b) return b.error();
+    latency = *l;
+    bandwidth = *b;
+    if (const YAML::Node smp = p["samples"]; smp) {
+      if (!smp.IsSequence()) return f.At(smp, "p2p.samples", "must be a list of {bytes, ms}");
+      for (std::size_t k = 0; k < smp.size(); ++k) {
+        const std::string key = "p2p.samples[" + std::to_string(k) + "]";
+        if (Status st = f.CheckKeys(smp[k], key, {"bytes", "ms"}); !st) return st.error();
+      }
+    }
+  } else if (has_cross_rank_transfer) {
+    return f.At(root, "p2p",
+                "required: the schedule sends activations between ranks (latency_ms, "
+                "bandwidth_bytes_per_ms)");
+  }
+  if (const YAML::Node d = root["dp_allreduce"]; d) {
+    if (!d.IsSequence()) return f.At(d, "dp_allreduce", "must be a list");
+    for (std::size_t k = 0; k < d.size(); ++k) {
+      const std::string key = "dp_allreduce[" + std::to_string(k) + "]";
+      if (Status st = f.CheckKeys(d[k], key, {"group_size", "stage", "bytes_sent", "ms"}); !st) {
+        return st.error();
+      }
+    }
+  }
+
+  auto ms = [](double v) { return SimTime::FromMillis(v); };
+  auto copy = [&](std::int64_t b) {
+    return bandwidth > 0 ? static_cast<double>(b) / bandwidth : 0.0;
+  };
+  CostTable t;
+  t.stages.resize(static_cast<std::size_t>(s.num_stages));
+  for (int k = 0; k < s.num_stages; ++k) {
+    const StageProfile& p = sp[static_cast<std::size_t>(k)];
+    const int rank = s.stage_to_rank[static_cast<std::size_t>(k)];
+    const bool recv_f = k > 0 && s.stage_to_rank[static_cast<std::size_t>(k - 1)] != rank;
+    const bool recv_b =
+        k + 1 < s.num_stages && s.stage_to_rank[static_cast<std::size_t>(k + 1)] != rank;
+    const double in_f = recv_f ? copy(sp[static_cast<std::size_t>(k - 1)].transfer_bytes) : 0;
+    const double in_b = recv_b ? copy(sp[static_cast<std::size_t>(k + 1)].transfer_bytes) : 0;
+    StageTimes& st = t.stages[static_cast<std::size_t>(k)];
+    st.forward = ms(std::max(p.f, 0.0) + overhead + in_f);
+    st.backward = ms(std::max(p.b, 0.0) + overhead + in_b);
+    st.backward_input = ms(std::max(p.i, 0.0) + overhead + in_b);
+    st.backward_weight = ms(std::max(p.w, 0.0) + overhead);
+    st.optimizer = ms(std::max(p.opt, 0.0) + overhead);
+    st.send_forward = st.send_backward = ms(latency);
+    st.send_bytes = p.transfer_bytes;
+    st.dp_reduce = ms(p.dp_ms);
+    st.dp_reduce_bytes = p.dp_bytes;
+  }
+  t.sync = ms(sync + step_start);
+  return t;
+}
+
+Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& profile_path,
+                                        const SimulateOptions& opts) {
+  auto res = Simulate(
+      job, SimulateOptions{.record_timeline = false, .per_world_rank = opts.per_world_rank});
+  if (!res) return res.error();
+  auto table = LoadProfile(profile_path, res->schedule);
+  if (!table) return table.error();
+  res->costs = std::move(*table);
+  TimelineRecorder recorder(res->schedule.num_ranks);
+  res->stats = RunEngine(res->schedule, res->costs, {.optimizer_sync = job.optimizer_sync},
+                         opts.record_timeline ? &recorder : nullptr);
+  res->timeline = recorder.Take();
+  res->report = BuildReport(job, res->schedule, res->stats);
+  if (!job.costs) {
+    auto jc = models::BuildJobCosts(job, res->schedule.num_stages);
+    if (!jc) return jc.error();
+    AddModelReport(res->report, job.parallel, res->schedule, res->stats, *jc, opts.per_world_rank);
+  }
+  res->report.extra["profile"] = profile_path;
+  return res;
+}
+
+}  // namespace pipetwin

@@ -1,0 +1,54 @@
+// profile.h — a calibration profile (YAML, written by `pipetwin calibrate`) as the
+// simulator's cost table: measured times in place of the cost model's.
+//
+//   Expected<CostTable> t = LoadProfile("profile.yaml", schedule);   // after BuildSchedule
+//   if (!t) return t.error();   // bad input: names the file, the key and what is allowed
+//
+// The format (times in ms; unknown keys are errors, like the job file):
+//   version: 1
+//   backend: cpu                     # what was measured (informational)
+//   job: "...", schedule: "...", microbatches: 8        # informational
+//   parallel: {pp: 2, dp: 1, tp: 1, cp: 1, sp: false}   # pp must match the schedule
+//   stages:                          # one per model chunk, in model order
+//     - {stage: 0, forward_ms: 9.8, backward_ms: 20.1,  # medians of the measured actions;
+//        backward_input_ms: 10.2, backward_weight_ms: 9.9,   # each kind the schedule runs
+//        optimizer_ms: 1.2,                                 # on the stage is required
+//        transfer_bytes: 65536,      # one activation / gradient transfer it sends
+//        dp_reduce_ms: 0.8, dp_reduce_bytes: 1234}      # its DP gradient all-reduce
+//   engine:
+//     action_overhead_ms: 0.02       # executor time between compute actions (posting
+//                                    # sends and receives, polling), outside receives
+//     step_start_ms: 0.5             # from a step's start to its first action
+//   sync_ms: 0.01                    # all-rank reduction before the optimizer step
+//   p2p: {latency_ms: 0.005, bandwidth_bytes_per_ms: 2.0e6, samples: [{bytes, ms}, ...]}
+//   dp_allreduce: [{group_size: 2, stage: 0, bytes_sent: 1234, ms: 0.8}, ...]  # informational
+//
+// How the measured numbers become the cost table: a compute action costs its median plus
+// the engine's per-action overhead; a receive on the CPU backend completes (the data is
+// copied) when the receiving rank reaches it, so the copy, transfer_bytes / bandwidth, is
+// charged to the compute action that consumes the received tensor (F after RECV_F; B or I
+// after RECV_B) and the link itself costs the latency; the fixed cost of starting a step is
+// charged once per step, with the all-rank synchronisation.
+#pragma once
+
+#include <string>
+
+#include "schedule/expected.h"
+#include "schedule/schedule.h"
+#include "sim/costs.h"
+#include "sim/simulate.h"
+
+namespace pipetwin {
+
+Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s);
+// The same from text (`path` names it in messages).
+Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
+                                 const Schedule& s);
+
+// `pipetwin simulate JOB --profile PROFILE`: Simulate(job), then the same schedule played
+// again with the profile's cost table; the report keeps what does not depend on time
+// (memory, bytes) from the job's model and takes times from the replay.
+Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& profile_path,
+                                        const SimulateOptions& opts);
+
+}  // namespace pipetwin

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace pipetwin::exec {
 namespace {
@@ -86,7 +87,7 @@ CpuBackend::CpuBackend(const CpuBackendConfig& cfg)
         optimizers_[s] = std::make_unique<cpu::Adam>(np, cpu::AdamConfig{.lr = cfg_.learning_rate},
                                                      acc_);
       } else {
-        optimizers_[s] = std::make_unique<cpu::Sgd>(np, cpu::SgdConfig{.lr = cfg_.learning_rate},
+        optimizers_[s] = std::make_unique<cpu::Sgd>(np, cpu::SgdConfig{.lr = cfg_.learning_rate, .momentum = cfg_.momentum},
                                                     acc_);
       }
       chunks_[s] = std::move(chunk);
@@ -225,6 +226,10 @@ void CpuBackend::PostSend(const Action& a, int peer) {
   PT_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag,
                          cfg_.pp_comm, &req));
   bytes_pp_ += static_cast<std::int64_t>(data.size() * sizeof(float));
+  // From here the transport holds the buffer until the send completes, a moment that
+  // depends on timing: it is counted apart from the communication buffers, whose lifetime
+  // follows the program (and which the simulator predicts byte for byte).
+  it->second.Recategorize(cpu::MemCategory::kSending);
   sends_.push_back({req, k});
 }
 
@@ -296,8 +301,10 @@ MemoryBytes CpuBackend::PeakMemory() const {
   return m;
 }
 
+// The peak of the categories above together (not workspace inside an action, not buffers
+// the transport still holds after a send).
 std::int64_t CpuBackend::PeakMemoryTotal() const {
-  return static_cast<std::int64_t>(acc_.peak_total());
+  return static_cast<std::int64_t>(acc_.peak_accounted());
 }
 
 std::int64_t CpuBackend::BytesSent(int group) const {
@@ -307,6 +314,23 @@ std::int64_t CpuBackend::BytesSent(int group) const {
     case 2: return tp_coll_ ? tp_coll_->bytes_sent() : 0;
     default: return 0;
   }
+}
+
+const cpu::ParamLayout& CpuBackend::StageLayout(int stage) const {
+  auto it = chunks_.find(stage);
+  if (it == chunks_.end()) {
+    throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");
+  }
+  return it->second->layout();
+}
+
+std::vector<float> CpuBackend::StageGrads(int stage) const {
+  auto it = chunks_.find(stage);
+  if (it == chunks_.end()) {
+    throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");
+  }
+  const std::span<const float> g = std::as_const(*it->second).grads();
+  return {g.begin(), g.end()};
 }
 
 double CpuBackend::GradNormSquared() const {

@@ -2,8 +2,10 @@
 // pipeline transfers, tensor-parallel collectives and the data-parallel reduction.
 //
 // Buffers between chunks (activations out of F, gradients out of I or B, and what is
-// received) are accounted as communication buffers; everything a chunk saves between F, I
-// and W as activations; parameters, gradients and optimizer state as such.
+// received) are accounted as communication buffers until they are consumed or handed to a
+// send; a sent buffer is then "sending" until the send completes (not part of the reported
+// categories: its lifetime depends on timing). Everything a chunk saves between F, I and W
+// counts as activations; parameters, gradients and optimizer state as such.
 #pragma once
 
 #include <mpi.h>
@@ -32,6 +34,7 @@ struct CpuBackendConfig {
   int dp_rank = 0;
   cpu::TpConfig tp;
   bool adam = true;
+  float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
   float learning_rate = 1e-3f;
   std::uint64_t data_seed = 1;
   double timeout_s = 300;
@@ -81,7 +84,9 @@ class CpuBackend final : public Backend {
 
   // The chunk of `stage` (held by this rank), for checks against a reference.
   cpu::Chunk& chunk(int stage);
-  double GradNormSquared() const;
+  double GradNormSquared() const override;
+  const cpu::ParamLayout& StageLayout(int stage) const override;
+  std::vector<float> StageGrads(int stage) const override;
 
  private:
   using Key = std::tuple<int, int, int>;  // (buffer kind, stage, microbatch)

@@ -113,6 +113,7 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
         backend_.Compute(a);
         events.push_back({a, Stream::kCompute, ns(s), ns(Clock::now()), -1, 0});
         poll_reductions();
+        backend_.TestSends();  // releases the buffers of completed sends
         break;
       }
       case ActionKind::kSendF:

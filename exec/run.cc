@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "exec/cpu_backend.h"
+#include "exec/cuda/factory.h"
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
 #include "models/costs.h"
@@ -131,9 +132,11 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
 
 // Worst relative error (‖a − b‖ / ‖b‖ per tensor) of this rank's gradients against a
 // single-process reference of the same model and data; also checks the step's mean loss.
-double ReferenceError(const cpu::ModelConfig& model, CpuBackend& backend,
+// `perturb` scales this rank's gradients first (a test hook: 1.0001 must fail the check).
+double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
                       const std::vector<int>& stages, int microbatches, int dp,
-                      const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss) {
+                      const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss,
+                      float perturb) {
   cpu::Accountant acc;
   cpu::Chunk ref(model, cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers,
                                        .first = true, .last = true},
@@ -151,15 +154,17 @@ double ReferenceError(const cpu::ModelConfig& model, CpuBackend& backend,
   loss /= microbatches * dp;
   double worst = std::abs(measured_loss - loss) / std::max(std::abs(loss), 1e-30);
   for (int s : stages) {
-    cpu::Chunk& c = backend.chunk(s);
+    const cpu::ParamLayout& layout = backend.StageLayout(s);
+    std::vector<float> grads = backend.StageGrads(s);
+    for (float& g : grads) g *= perturb;
     std::vector<float> shard;
-    for (const cpu::ParamInfo& p : c.layout().params) {
+    for (const cpu::ParamInfo& p : layout.params) {
       const cpu::ParamInfo& rp = ref.layout().Find(p.name);
       shard.assign(static_cast<std::size_t>(p.size()), 0.0f);
       cpu::ShardFromFull(p, tp, ref.grads().data() + rp.offset, shard.data());
       double diff = 0, norm = 0;
       for (std::size_t i = 0; i < shard.size(); ++i) {
-        const double a = static_cast<double>(c.grads()[p.offset + i]);
+        const double a = static_cast<double>(grads[p.offset + i]);
         const double b = static_cast<double>(shard[i]);
         diff += (a - b) * (a - b);
         norm += b * b;
@@ -172,57 +177,10 @@ double ReferenceError(const cpu::ModelConfig& model, CpuBackend& backend,
 
 }  // namespace
 
-Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job) {
-  ExecutionConfig c;
-  YamlFields f{job.path};
-  const YAML::Node n = job.root["execution"];
-  if (!n) return c;
-  if (Status s = f.CheckKeys(n, "execution", {"steps", "warmup", "timeout_s", "seed",
-                                              "learning_rate", "recv_window"});
-      !s) {
-    return s.error();
-  }
-  if (n["steps"]) {
-    auto v = f.Int(n["steps"], "execution.steps", 1, 100000);
-    if (!v) return v.error();
-    c.steps = static_cast<int>(*v);
-  }
-  if (n["warmup"]) {
-    auto v = f.Int(n["warmup"], "execution.warmup", 0, 100000);
-    if (!v) return v.error();
-    c.warmup = static_cast<int>(*v);
-  }
-  if (n["timeout_s"]) {
-    auto v = f.Number(n["timeout_s"], "execution.timeout_s", 0.001, 86400);
-    if (!v) return v.error();
-    c.timeout_s = *v;
-  }
-  if (n["seed"]) {
-    auto v = f.Int(n["seed"], "execution.seed", 0, 1LL << 62);
-    if (!v) return v.error();
-    c.seed = static_cast<std::uint64_t>(*v);
-  }
-  if (n["learning_rate"]) {
-    auto v = f.Number(n["learning_rate"], "execution.learning_rate", 0, 10);
-    if (!v) return v.error();
-    c.learning_rate = *v;
-  }
-  if (n["recv_window"]) {
-    auto v = f.Int(n["recv_window"], "execution.recv_window", 1, 1 << 20);
-    if (!v) return v.error();
-    c.recv_window = static_cast<int>(*v);
-  }
-  return c;
-}
-
 Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
-  auto exe = ParseExecutionConfig(job);
-  if (!exe) return exe.error();
+  const ExecutionConfig* exe = &job.execution_config;
   YamlFields f{job.path};
-  if (opts.backend == "cuda") {
-    return Error::Failure("the CUDA backend is not built yet in this version (use --backend cpu)");
-  }
-  if (opts.backend != "cpu") {
+  if (opts.backend != "cpu" && opts.backend != "cuda") {
     return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
   }
   const ParallelConfig& par = job.parallel;
@@ -252,11 +210,30 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   if (!model) return model.error();
   int micro_batch = 1;
   bool adam = true;
+  float momentum = 0.0f;
+  models::TrainingConfig training;
   if (job.root["training"]) {
     auto t = models::ParseTrainingConfig(job.root["training"], f);
     if (!t) return t.error();
+    training = *t;
     micro_batch = t->micro_batch;
     adam = t->optimizer == models::Optimizer::kAdam;
+    momentum = t->optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
+  }
+  if (opts.backend == "cuda") {
+    // What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention.
+    if (training.precision == models::Precision::kFp16) {
+      return f.At(job.root["training"]["precision"], "training.precision",
+                  "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
+    }
+    if (training.recompute != models::Recompute::kNone) {
+      return f.At(job.root["training"]["recompute"], "training.recompute",
+                  "the CUDA backend keeps every activation: use recompute: none with `run`");
+    }
+    if (training.flash_attention) {
+      return f.At(job.root["training"]["flash_attention"], "training.flash_attention",
+                  "the CUDA backend's attention is unfused: use flash_attention: false");
+    }
   }
   auto m = models::ResolveMicrobatches(job);
   if (!m) return m.error();
@@ -283,13 +260,23 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     return f.At(job.root["model"] ? job.root["model"] : job.root, "model", *why);
   }
   bc.adam = adam;
+  bc.momentum = momentum;
   bc.learning_rate = static_cast<float>(exe->learning_rate);
   bc.data_seed = exe->seed;
   bc.timeout_s = exe->timeout_s;
   bc.pp_comm = groups->pp;
   bc.dp_comm = groups->dp;
   bc.tp_comm = groups->tp;
-  CpuBackend backend(bc);
+  std::unique_ptr<Backend> backend_owner;
+  if (opts.backend == "cuda") {
+    auto made = MakeCudaBackend(
+        {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = &*sched});
+    if (!made) return made.error();
+    backend_owner = std::move(*made);
+  } else {
+    backend_owner = std::make_unique<CpuBackend>(bc);
+  }
+  Backend& backend = *backend_owner;
 
   EngineOptions eo;
   eo.timeout_s = exe->timeout_s;
@@ -325,6 +312,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
       std::this_thread::sleep_for(std::chrono::hours(1));  // test hook: a rank that stalls
     }
     std::vector<TimelineEvent> events = engine.RunStep(step);
+    backend.FinishStep(events);
     std::int64_t end = 0;
     for (const auto& e : events) end = std::max(end, e.end_ns);
     const double makespan = AllReduceMax(static_cast<double>(end) * 1e-6, exe->timeout_s, "step time");
@@ -336,15 +324,11 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
       std::raise(SIGKILL);  // test hook: a rank that dies mid-run
     }
     if (step == 0 && opts.check_reference) {
-      if (const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
-          p != nullptr && std::atoi(p) == WorldRank()) {
-        // Test hook: gradients off by 1e-4 must fail the reference check.
-        for (int st : my_stages) {
-          for (float& g : backend.chunk(st).grads()) g *= 1.0001f;
-        }
-      }
+      // Test hook: gradients off by 1e-4 must fail the reference check.
+      const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
+      const float perturb = p != nullptr && std::atoi(p) == WorldRank() ? 1.0001f : 1.0f;
       const double err = ReferenceError(*cpu_model, backend, my_stages, *m, par.dp, bc.tp,
-                                        exe->seed, loss);
+                                        exe->seed, loss, perturb);
       res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");
     }
     if (step >= exe->warmup) {
@@ -362,7 +346,11 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
   if (opts.after_steps) {
-    if (Status st = opts.after_steps({measured, backend, *groups, total_steps}); !st) {
+    auto* cpu_backend = dynamic_cast<CpuBackend*>(&backend);
+    if (cpu_backend == nullptr) {
+      return Error::Failure("this command needs the CPU backend's chunks (--backend cpu)");
+    }
+    if (Status st = opts.after_steps({measured, *cpu_backend, *groups, total_steps}); !st) {
       return st.error();
     }
   }

@@ -39,16 +39,11 @@ struct RunOptions {
   std::function<Status(const RunHookContext&)> after_steps;
 };
 
-// The job file's `execution:` section.
-struct ExecutionConfig {
-  int steps = 3;          // measured steps
-  int warmup = 1;         // steps run before measuring
-  double timeout_s = 300;  // a receive or collective that stalls longer fails the run
-  std::uint64_t seed = 1;  // synthetic data
-  double learning_rate = 1e-3;
-  int recv_window = 8;     // receives posted ahead, in program order
-};
-Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job);
+// The job file's `execution:` section (ExecutionConfig) is parsed with the job (job.h).
+using pipetwin::ExecutionConfig;
+inline Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job) {
+  return job.execution_config;
+}
 
 struct RunResult {
   bool root = false;  // this process is world rank 0 and holds the report

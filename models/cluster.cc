@@ -12,6 +12,7 @@ constexpr double kGB = 1e9;  // network and HBM bandwidths are quoted in decimal
 constexpr double kMiB = 1048576.0;
 constexpr double kUs = 1e-6;
 constexpr double kTera = 1e12;
+constexpr double kGiga = 1e9;
 
 // mnk at which a GEMM reaches half of e_gemm, from a fixed per-kernel overhead t0 (launch,
 // tail wave): t = 2mnk/(e*peak) + t0  <=>  e(mnk) = e * mnk / (mnk + e*peak*t0/2).
@@ -60,7 +61,30 @@ const std::vector<DeviceSpec>& Devices() {
     h200.name = "h200-sxm-141gb";
     h200.hbm_bytes = static_cast<std::int64_t>(143771 * kMiB);
     h200.hbm_bytes_per_s = 4800 * kGB;
-    return std::vector<DeviceSpec>{a100, h100, h200};
+    // One CPU core running the executor's CPU backend (exec/cpu/, float32 Eigen). The
+    // rates are rough placeholders for a current x86 core (AVX2 FMA, a few GEMM threads'
+    // worth of efficiency lost to small shapes): `pipetwin calibrate` measures the real
+    // costs. What matters for this device is memory: the simulator then uses the CPU
+    // executor's own inventory (models/cpu_inventory.h), so predicted memory equals the
+    // executor's, byte for byte. The "network" is shared memory between processes.
+    DeviceSpec cpu;
+    cpu.name = "cpu";
+    cpu.peak_bf16_flops = 50 * kGiga;  // no bf16 on the CPU backend: runs in fp32
+    cpu.peak_fp32_flops = 50 * kGiga;
+    cpu.hbm_bytes = static_cast<std::int64_t>(16384 * kMiB);
+    cpu.hbm_bytes_per_s = 10 * kGB;
+    cpu.nvlink_bytes_per_s = 5 * kGB;
+    cpu.nvlink_latency_s = 2 * kUs;
+    cpu.nvlink_efficiency = 1.0;
+    cpu.ib_bytes_per_s = 5 * kGB;
+    cpu.ib_latency_s = 2 * kUs;
+    cpu.ib_efficiency = 1.0;
+    cpu.gemm_efficiency = 0.5;
+    cpu.gemm_mnk_half = MnkHalf(cpu.peak_fp32_flops, cpu.gemm_efficiency, 2 * kUs);
+    cpu.attn_fwd_efficiency = 0.2;
+    cpu.attn_bwd_efficiency = 0.2;
+    cpu.hbm_efficiency = 1.0;
+    return std::vector<DeviceSpec>{a100, h100, h200, cpu};
   }();
   return devices;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "models/comm.h"
+#include "models/cpu_inventory.h"
 #include "models/layer_costs.h"
 #include "models/memory.h"
 #include "models/yaml_util.h"
@@ -404,6 +405,35 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
     }
     sc.comm_buffer_bytes = std::llround(buffers);
     jc.stages.push_back(sc);
+  }
+  if (dev.name == "cpu") {
+    // The CPU executor's own tensors (float32; Adam keeps 2 floats per parameter, SGD with
+    // momentum 1, plain SGD none): predicted memory then equals what it allocates.
+    jc.cpu_executor = true;
+    for (int s = 0; s < num_stages; ++s) {
+      StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
+      const int layers = (*split)[static_cast<std::size_t>(s)];
+      const CpuChunkMemory cm = PredictCpuChunkMemory(
+          {.micro_batch = t.micro_batch, .seq_len = m.seq_len, .hidden = m.hidden,
+           .ffn_hidden = m.ffn_hidden, .heads = m.heads, .vocab = m.vocab, .layers = layers,
+           .first = s == 0, .last = s == num_stages - 1, .tp = par.tp, .sp = par.sp});
+      sc.params = cm.params;
+      sc.param_bytes = cm.param_bytes;
+      sc.grad_bytes = cm.grad_bytes;
+      const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
+                            : t.optimizer == Optimizer::kSgdMomentum ? 4
+                                                                     : 0;
+      sc.optimizer_bytes = cm.params * per_param;
+      sc.activation_bytes_per_microbatch = cm.activations_full;
+      sc.activation_bytes_pending_w = cm.activations_pending_w;
+      sc.activation_transient_bytes = cm.activations_i_transient;
+      sc.p2p_bytes = static_cast<double>(cm.boundary_bytes);
+      sc.comm_buffer_bytes = 0;
+      // Its data-parallel reduction: a ring all-reduce of the float32 gradients.
+      sc.dp_reduce_bytes = par.dp > 1 ? BytesSentPerRank(Collective::kAllReduceRing,
+                                                         static_cast<double>(cm.grad_bytes), par.dp)
+                                      : 0;
+    }
   }
   return jc;
 }

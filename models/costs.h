@@ -81,6 +81,10 @@ struct JobCosts {
   TrainingConfig training;
   ClusterConfig cluster;
   DimOrder rank_order = kMegatronOrder;
+  // `cluster.device: cpu`: the memory fields follow the CPU executor's own inventory
+  // (cpu_inventory.h), float32, and its communication buffers are left to the simulator,
+  // which replays the executor's receive window over the program.
+  bool cpu_executor = false;
 };
 
 // Everything the cost model needs, parsed: BuildJobCosts(job) is ParseCostInputs then

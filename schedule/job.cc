@@ -78,6 +78,45 @@ Status ParseCosts(const YamlFields& f, const YAML::Node& n, AbstractCosts* c) {
   return OkStatus();
 }
 
+Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig* c) {
+  if (Status s = f.CheckKeys(n, "execution", {"steps", "warmup", "timeout_s", "seed",
+                                              "learning_rate", "recv_window"});
+      !s) {
+    return s;
+  }
+  if (!n.IsDefined() || n.IsNull()) return OkStatus();
+  struct IntField {
+    const char* key;
+    long long min, max;
+    int* out;
+  };
+  const IntField ints[] = {{"steps", 1, 100000, &c->steps},
+                           {"warmup", 0, 100000, &c->warmup},
+                           {"recv_window", 1, 1 << 20, &c->recv_window}};
+  for (const IntField& i : ints) {
+    if (!n[i.key]) continue;
+    auto v = f.Int(n[i.key], std::string("execution.") + i.key, i.min, i.max);
+    if (!v) return v.error();
+    *i.out = static_cast<int>(*v);
+  }
+  if (n["seed"]) {
+    auto v = f.Int(n["seed"], "execution.seed", 0, 1LL << 62);
+    if (!v) return v.error();
+    c->seed = static_cast<std::uint64_t>(*v);
+  }
+  if (n["timeout_s"]) {
+    auto v = f.Number(n["timeout_s"], "execution.timeout_s", 0.001, 86400);
+    if (!v) return v.error();
+    c->timeout_s = *v;
+  }
+  if (n["learning_rate"]) {
+    auto v = f.Number(n["learning_rate"], "execution.learning_rate", 0, 10);
+    if (!v) return v.error();
+    c->learning_rate = *v;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string JobSpec::CsvPath() const {
@@ -137,6 +176,9 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
     AbstractCosts c;
     if (auto s = ParseCosts(f, root["costs"], &c); !s) return s.error();
     job.costs = c;
+  }
+  if (root["execution"]) {
+    if (auto s = ParseExecution(f, root["execution"], &job.execution_config); !s) return s.error();
   }
   // yaml-cpp: assigning a missing key's node throws, so copy only what is there.
   if (root["model"]) job.model = root["model"];

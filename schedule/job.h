@@ -41,6 +41,16 @@ struct AbstractCosts {
   double sync_ms = 0.0;             // the all-rank synchronisation before the optimizer step
 };
 
+// The job file's `execution:` section: how `pipetwin run` executes the step.
+struct ExecutionConfig {
+  int steps = 3;            // measured steps
+  int warmup = 1;           // steps run before measuring
+  double timeout_s = 300;   // a receive or collective that stalls longer fails the run
+  std::uint64_t seed = 1;   // synthetic data
+  double learning_rate = 1e-3;
+  int recv_window = 8;      // receives posted ahead, in program order
+};
+
 struct JobSpec {
   std::string path;      // the file, for messages
   std::string schedule;  // a generator name, or "csv:PATH"
@@ -48,6 +58,7 @@ struct JobSpec {
   bool optimizer_sync = true;
   ParallelConfig parallel;
   std::optional<AbstractCosts> costs;
+  ExecutionConfig execution_config;
   // Sections owned by other layers, checked there (null nodes where the file has none:
   // test with root["model"], since a default YAML::Node is a defined null).
   YAML::Node model, training, cluster, execution;

@@ -111,7 +111,10 @@ Expected<SimResult> Simulate(const JobSpec& job, const SimulateOptions& opts) {
                         record_timeline ? &recorder : nullptr);
   res.timeline = recorder.Take();
   res.report = BuildReport(job, res.schedule, res.stats);
-  if (jc) AddModelReport(res.report, job.parallel, res.schedule, res.stats, *jc, opts.per_world_rank);
+  if (jc) {
+    AddModelReport(res.report, job.parallel, res.schedule, res.stats, *jc, opts.per_world_rank,
+                   job.execution_config.recv_window);
+  }
   return res;
 }
 

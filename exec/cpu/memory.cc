@@ -16,6 +16,8 @@ std::string_view ToString(MemCategory c) {
       return "comm";
     case MemCategory::kWorkspace:
       return "workspace";
+    case MemCategory::kSending:
+      return "sending";
   }
   return "?";
 }
@@ -26,6 +28,10 @@ void Accountant::Add(MemCategory c, std::size_t bytes) {
   total_ += bytes;
   peak_[s] = std::max(peak_[s], current_[s]);
   peak_total_ = std::max(peak_total_, total_);
+  if (Accounted(c)) {
+    accounted_ += bytes;
+    peak_accounted_ = std::max(peak_accounted_, accounted_);
+  }
 }
 
 void Accountant::Remove(MemCategory c, std::size_t bytes) {
@@ -33,11 +39,13 @@ void Accountant::Remove(MemCategory c, std::size_t bytes) {
   assert(current_[s] >= bytes);
   current_[s] -= bytes;
   total_ -= bytes;
+  if (Accounted(c)) accounted_ -= bytes;
 }
 
 void Accountant::ResetPeaks() {
   peak_ = current_;
   peak_total_ = total_;
+  peak_accounted_ = accounted_;
 }
 
 }  // namespace pipetwin::cpu

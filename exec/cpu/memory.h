@@ -43,8 +43,9 @@ enum class MemCategory : std::uint8_t {
   kActivations,  // tensors saved between F, I and W of a microbatch
   kComm,         // communication buffers (the engine's)
   kWorkspace,    // transient tensors that live inside one action
+  kSending,      // a sent buffer the transport still holds (released when the send completes)
 };
-inline constexpr std::size_t kNumMemCategories = 6;
+inline constexpr std::size_t kNumMemCategories = 7;
 
 std::string_view ToString(MemCategory c);
 
@@ -57,6 +58,9 @@ class Accountant {
   std::size_t peak(MemCategory c) const { return peak_[Slot(c)]; }
   std::size_t current_total() const { return total_; }
   std::size_t peak_total() const { return peak_total_; }
+  // Peak of params + grads + optimizer + activations + comm: the categories whose lifetime
+  // follows the program order alone (workspace and buffers being sent depend on timing).
+  std::size_t peak_accounted() const { return peak_accounted_; }
   // Sets every peak to the current value (e.g. at the start of a measured step).
   void ResetPeaks();
 
@@ -66,6 +70,11 @@ class Accountant {
   std::array<std::size_t, kNumMemCategories> peak_{};
   std::size_t total_ = 0;
   std::size_t peak_total_ = 0;
+  std::size_t accounted_ = 0;
+  std::size_t peak_accounted_ = 0;
+  static bool Accounted(MemCategory c) {
+    return c != MemCategory::kWorkspace && c != MemCategory::kSending;
+  }
 };
 
 // An owning, accounted, zero-initialised 2-D array (row-major). Move-only.

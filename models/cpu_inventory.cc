@@ -1,0 +1,68 @@
+#include "models/cpu_inventory.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace pipetwin::models {
+
+CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
+  constexpr std::int64_t kF = 4;  // bytes per float32 / int32
+  const std::int64_t n = c.micro_batch * c.seq_len;
+  const std::int64_t r = c.sp ? n / c.tp : n;
+  const std::int64_t h = c.hidden;
+  const std::int64_t hl = h / c.tp;
+  const std::int64_t fl = c.ffn_hidden / c.tp;
+  const std::int64_t v = c.vocab;
+  const std::int64_t probs = c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
+  const std::int64_t layers = c.layers;
+
+  std::int64_t params = 0;
+  if (c.first) params += v * h + c.seq_len * h;
+  params += layers *
+            (2 * h + (h * 3 * hl + 3 * hl) + (hl * h + h) + 2 * h + (h * fl + fl) + (fl * h + h));
+  if (c.last) params += 2 * h + h * v;
+
+  std::int64_t full = 0;
+  std::int64_t pending = 0;
+  const std::int64_t block_full =
+      (r * h + r) + n * h + (3 * n * hl + probs) + n * hl + (r * h + r) + n * h + n * fl + n * fl;
+  const std::int64_t block_pending =
+      (n * h + 3 * n * hl) + (n * hl + n * h) + (n * h + n * fl) + (n * fl + n * h);
+  full += layers * block_full;
+  pending += layers * block_pending;
+  if (c.first) {
+    full += r;
+    pending += r + r * h;
+  }
+  if (c.last) {
+    full += (r * h + r) + r * h + r * v;
+    pending += r * h + r * v;
+  }
+
+  // The order in which I keeps (+) and frees (−) saved tensors, replayed for its peak.
+  std::vector<std::int64_t> events;
+  if (c.last) events.push_back(-(r * h + r));
+  for (std::int64_t l = 0; l < layers; ++l) {
+    events.insert(events.end(), {+n * h, -n * fl, +n * fl, -(r * h + r), +n * h,
+                                 -(3 * n * hl + probs), +3 * n * hl, -(r * h + r)});
+  }
+  if (c.first) events.push_back(+r * h);
+  std::int64_t level = 0;
+  std::int64_t peak = 0;
+  for (std::int64_t e : events) {
+    level += e;
+    peak = std::max(peak, level);
+  }
+
+  CpuChunkMemory m;
+  m.params = params;
+  m.param_bytes = params * kF;
+  m.grad_bytes = m.param_bytes;
+  m.activations_full = full * kF;
+  m.activations_pending_w = pending * kF;
+  m.activations_i_transient = peak * kF;
+  m.boundary_bytes = r * h * kF;
+  return m;
+}
+
+}  // namespace pipetwin::models

@@ -1,0 +1,52 @@
+// cpu_inventory.h — the exact bytes one chunk of the CPU executor (exec/cpu/) allocates, from
+// the configuration alone. The CPU backend keeps different tensors from the GPU inventory of
+// layer_costs.h (float32 everywhere, LayerNorm keeps x̂ and 1/σ, the attention probabilities
+// instead of Korthikanti's 5as²b, no dropout masks, W keeps the gathered inputs and output
+// gradients of its GEMMs, embedding and output layer replicated over TP), so the simulator
+// uses this inventory when `cluster.device` is `cpu`, and exec/cpu's tests check it against
+// the executor's allocation accounting, byte for byte.
+//
+// Per block, in float32 elements, with N = micro_batch × seq_len tokens, R = rows a rank
+// holds outside the TP region (N, or N / tp under SP), h = hidden, hl = h / tp, al = heads / tp,
+// fl = ffn_hidden / tp, B = micro_batch, S = seq_len:
+//   saved by F:   LN1 (x̂ R·h, 1/σ R) + QKV input N·h + attention (qkv 3·N·hl, probabilities
+//                 B·al·S·S) + out-proj input N·hl + LN2 (R·h + R) + fc1 input N·h
+//                 + GeLU input N·fl + fc2 input N·fl
+//   kept for W:   the four linears' inputs and output gradients:
+//                 (N·h + 3·N·hl) + (N·hl + N·h) + (N·h + N·fl) + (N·fl + N·h)
+// First chunk: F saves the tokens (R int32); I adds the embedding's output gradient (R·h).
+// Last chunk: F saves the final LN (R·h + R), the output layer's input (R·h) and d(logits)
+// (R·vocab); W needs the input and d(logits). During I the activations rise above their level
+// at the start of I by `activations_i_transient` at most (the order in which I keeps and
+// frees tensors, replayed).
+//
+//   CpuChunkMemory m = PredictCpuChunkMemory({.micro_batch = 2, .seq_len = 64, .hidden = 64,
+//                                             .ffn_hidden = 256, .heads = 4, .vocab = 128,
+//                                             .layers = 2, .first = true, .last = false});
+#pragma once
+
+#include <cstdint>
+
+namespace pipetwin::models {
+
+struct CpuChunkShape {
+  std::int64_t micro_batch = 1, seq_len = 1, hidden = 1, ffn_hidden = 1, heads = 1, vocab = 1;
+  std::int64_t layers = 0;  // transformer blocks in the chunk
+  bool first = false, last = false;
+  std::int64_t tp = 1;
+  bool sp = false;
+};
+
+struct CpuChunkMemory {
+  std::int64_t params = 0;                   // elements on this rank
+  std::int64_t param_bytes = 0;              // params × 4
+  std::int64_t grad_bytes = 0;               // the same
+  std::int64_t activations_full = 0;         // bytes F of one microbatch saves
+  std::int64_t activations_pending_w = 0;    // bytes one microbatch keeps between its I and W
+  std::int64_t activations_i_transient = 0;  // peak rise during I above its starting level
+  std::int64_t boundary_bytes = 0;           // one activation (or its gradient) between chunks
+};
+
+CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
+
+}  // namespace pipetwin::models

@@ -429,6 +429,8 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
       sc.activation_transient_bytes = cm.activations_i_transient;
       sc.p2p_bytes = static_cast<double>(cm.boundary_bytes);
       sc.comm_buffer_bytes = 0;
+      sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
+      sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
       // Its data-parallel reduction: a ring all-reduce of the float32 gradients.
       sc.dp_reduce_bytes = par.dp > 1 ? BytesSentPerRank(Collective::kAllReduceRing,
                                                          static_cast<double>(cm.grad_bytes), par.dp)

@@ -45,6 +45,10 @@ struct CpuChunkMemory {
   std::int64_t activations_pending_w = 0;    // bytes one microbatch keeps between its I and W
   std::int64_t activations_i_transient = 0;  // peak rise during I above its starting level
   std::int64_t boundary_bytes = 0;           // one activation (or its gradient) between chunks
+  // Bytes this rank sends in tensor-parallel collectives (ring algorithm: an all-reduce of
+  // S bytes sends 2(t−1)/t·S, an all-gather or reduce-scatter (t−1)/t·S of the full tensor):
+  std::int64_t tp_bytes_per_microbatch = 0;  // F and I of one microbatch (W needs none)
+  std::int64_t tp_bytes_per_iteration = 0;   // under SP: the replicated gradients, once a step
 };
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);

@@ -189,13 +189,15 @@ void AddModelReport(Report& r, const ParallelConfig& par, const Schedule& s, con
         case ActionKind::kBackward:
           x.tp_cp_ms += c.backward_tp_comm_ms + c.backward_cp_comm_ms;
           break;
+        case ActionKind::kOptimizer:
+          x.tp_bytes += c.tp_bytes_per_iteration;
+          break;
         case ActionKind::kBackwardWeight:
         case ActionKind::kSendF:
         case ActionKind::kRecvF:
         case ActionKind::kSendB:
         case ActionKind::kRecvB:
         case ActionKind::kReduceGrad:
-        case ActionKind::kOptimizer:
           break;
       }
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # memory_test.sh PIPETWIN JOB NP MPIEXEC: the simulator's predicted memory per rank (with
 # `cluster.device: cpu`, the CPU executor's own inventory) must equal what the executor
-# measures, byte for byte, in every category and in total; so must the pipeline and
-# data-parallel bytes sent.
+# measures, byte for byte, in every category and in total; so must the pipeline,
+# data-parallel and tensor-parallel bytes sent.
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4
 dir=$(mktemp -d)
@@ -18,10 +18,13 @@ for a, b in zip(p["ranks"], m["ranks"]):
         x, y = a["memory_bytes"][k], b["memory_bytes"][k]
         print(f"rank {a['rank']} {k:13s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
         bad += x != y
+    x, y = a["comm_bytes_sent"], b["comm_bytes_sent"]
+    print(f"rank {a['rank']} {'bytes sent':13s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
+    bad += x != y
     x, y = a["peak_memory_bytes"], b["peak_memory_bytes"]
     print(f"rank {a['rank']} {'peak':13s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
     bad += x != y
-for g in ("pp", "dp"):
+for g in ("pp", "dp", "tp"):
     x, y = p["comm"]["by_group"][g], m["comm"]["by_group"][g]
     print(f"bytes {g:10s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
     bad += x != y

@@ -12,6 +12,8 @@
 #include "apps/commands.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
+#include "models/cluster.h"
+#include "models/model.h"
 #include "schedule/build.h"
 #include "schedule/csv.h"
 #include "schedule/job.h"
@@ -52,6 +54,8 @@ usage:
       run are started through mpirun, or $PIPETWIN_MPIRUN); DIR/summary.md and plots.
   pipetwin schedules
       List the schedule generators.
+  pipetwin presets
+      List the model presets (any field can be overridden in `model:`) and the devices.
 
 Exit status: 0 success, 2 bad input (the message names the file and the field), 1 other failure.
 )";
@@ -263,6 +267,24 @@ int CmdRun(int argc, char** argv) {
   return status;
 }
 
+int CmdPresets() {
+  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s  %s\n", "model", "layers", "hidden", "ffn", "heads",
+              "kv", "vocab", "seq", "parameters");
+  for (const std::string& name : models::PresetNames()) {
+    const models::ModelConfig m = *models::FindPreset(name);
+    std::printf("%-14s %7d %7d %7d %6d %6d %7d %6d  %.3g\n", name.c_str(), m.layers, m.hidden,
+                m.ffn_hidden, m.heads, m.kv_heads, m.vocab, m.seq_len,
+                static_cast<double>(models::TotalParameters(m)));
+  }
+  std::printf("\n%-16s %12s %12s %10s\n", "device", "bf16 TFLOP/s", "fp32 TFLOP/s", "memory GiB");
+  for (const std::string& name : models::DeviceNames()) {
+    const models::DeviceSpec d = *models::FindDevice(name);
+    std::printf("%-16s %12.4g %12.4g %10.1f\n", name.c_str(), d.peak_bf16_flops * 1e-12,
+                d.peak_fp32_flops * 1e-12, static_cast<double>(d.hbm_bytes) / (1024.0 * 1024 * 1024));
+  }
+  return 0;
+}
+
 int CmdSchedules() {
   for (const GeneratorInfo& g : AllGenerators()) {
     std::printf("%-18s %s\n", std::string(g.name).c_str(), std::string(g.description).c_str());
@@ -285,6 +307,7 @@ int Main(int argc, char** argv) {
   if (cmd == "simulate") return CmdSimulate(argc, argv);
   if (cmd == "schedule") return CmdSchedule(argc, argv);
   if (cmd == "schedules") return CmdSchedules();
+  if (cmd == "presets") return CmdPresets();
   if (cmd == "run") return CmdRun(argc, argv);
   if (cmd == "calibrate") return CmdCalibrate(argc, argv);
   if (cmd == "compare") return CmdCompare(argc, argv);

@@ -77,7 +77,10 @@ int Spawn(const std::vector<std::string>& args, const std::string& log) {
 void RunPlots(const std::string& dir, const std::vector<std::string>& extra) {
   std::string script = PIPETWIN_SOURCE_DIR "/scripts/plot.py";
   if (const char* e = std::getenv("PIPETWIN_PLOT"); e != nullptr && *e != '\0') script = e;
-  std::vector<std::string> args = {"python3", script, dir};
+  // Debian's python3 has python3-matplotlib; another python3 earlier in PATH may not.
+  std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  if (const char* e = std::getenv("PIPETWIN_PYTHON"); e != nullptr && *e != '\0') python = e;
+  std::vector<std::string> args = {python, script, dir};
   args.insert(args.end(), extra.begin(), extra.end());
   const int rc = Spawn(args, "");
   if (rc != 0) {

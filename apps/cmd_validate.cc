@@ -8,6 +8,7 @@
 // goes to DIR/<entry>/calibrate.log and run.log; a progress line on stderr says where the
 // loop is.
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -15,8 +16,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "apps/commands.h"
 #include "schedule/build.h"
@@ -70,10 +73,19 @@ std::string SummaryCsv(const std::vector<Entry>& es, double tol) {
   return o.str();
 }
 
-std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command) {
+// The 1-minute load average (other work on the machine disturbs the timings).
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  return in >> one ? one : std::string("?");
+}
+
+std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command,
+                      const std::string& conditions) {
   std::ostringstream o;
   o << "# Predicted against measured\n\n"
     << "Made by: `" << command << "`\n\n"
+    << conditions << "\n\n"
     << "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
        "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
        "`pipetwin compare`. Error = (predicted − measured) / measured; tolerance ±"
@@ -158,7 +170,12 @@ int CmdValidate(int argc, char** argv) {
       if (sched == "interleaved-1f1b") {
         if (job->parallel.vpp < 2) v["parallel"]["vpp"] = 2;
       } else if (v["parallel"] && v["parallel"]["vpp"]) {
-        v["parallel"]["vpp"] = 1;
+        // V-shaped schedules place two chunks per rank themselves; the others one.
+        if (sched == "zbv" || sched == "dualpipev") {
+          v["parallel"].remove("vpp");
+        } else {
+          v["parallel"]["vpp"] = 1;
+        }
       }
       YAML::Emitter em;
       em << v;
@@ -201,9 +218,15 @@ int CmdValidate(int argc, char** argv) {
     std::fprintf(stderr, "[%zu/%zu %5.0f s] %s: %s\n", k + 1, total, elapsed(), label.c_str(),
                  what.c_str());
   };
+  const std::string load_start = LoadAverage();
+  auto conditions = [&] {
+    return "Machine: " + std::to_string(std::thread::hardware_concurrency()) +
+           " cores; 1-minute load average " + load_start + " at the start, " + LoadAverage() +
+           " at the end (work other than this loop slows the measured steps).";
+  };
   auto write_summary = [&]() -> Status {
     if (Status s = WriteFileAtomic(out + "/summary.csv", SummaryCsv(entries, tol)); !s) return s;
-    return WriteFileAtomic(out + "/summary.md", SummaryMd(entries, tol, command));
+    return WriteFileAtomic(out + "/summary.md", SummaryMd(entries, tol, command, conditions()));
   };
   int failures = 0;
   for (std::size_t k = 0; k < plans.size(); ++k) {
@@ -275,13 +298,13 @@ int CmdValidate(int argc, char** argv) {
     e.error = c->iteration_error;
     e.memory_equal = c->memory_equal;
     e.bytes_equal = c->bytes_equal;
-    auto mt = ReadText(dir + "/measured.json");
-    if (mt) {
-      auto mr = ReportFromJson(*mt, dir + "/measured.json");
-      if (mr && mr->extra.contains("measured_steps_ms")) {
-        const auto& st = mr->extra["measured_steps_ms"];
+    // Every measured step (an added key of run's report), for the spread.
+    e.min_ms = e.max_ms = e.measured_ms;
+    if (auto mt = ReadText(dir + "/measured.json"); mt) {
+      const auto j = nlohmann::json::parse(*mt, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("measured_steps_ms") && j["measured_steps_ms"].is_array()) {
+        const auto& st = j["measured_steps_ms"];
         e.steps = static_cast<int>(st.size());
-        e.min_ms = e.max_ms = e.measured_ms;
         for (const auto& x : st) {
           e.min_ms = std::min(e.min_ms, x.get<double>());
           e.max_ms = std::max(e.max_ms, x.get<double>());
@@ -298,7 +321,7 @@ int CmdValidate(int argc, char** argv) {
     if (Status s = write_summary(); !s) return fail(s.error());
   }
   if (Status s = write_summary(); !s) return fail(s.error());
-  std::printf("%s", SummaryMd(entries, tol, command).c_str());
+  std::printf("%s", SummaryMd(entries, tol, command, conditions()).c_str());
   std::printf("\nsummary: %s/summary.md, %s/summary.csv (%.0f s)\n", out.c_str(), out.c_str(),
               elapsed());
   if (!a->Has("--no-plots")) {

@@ -39,7 +39,8 @@ Expected<Comparison> CompareFiles(const std::string& predicted, const std::strin
 // or, when empty, to ours. Returns its exit status (128 + signal when killed, 127 when it
 // could not start).
 int Spawn(const std::vector<std::string>& argv, const std::string& log);
-// scripts/plot.py on DIR (PIPETWIN_PLOT overrides the script). Failure to plot is reported,
+// scripts/plot.py on DIR with /usr/bin/python3 (PIPETWIN_PLOT overrides the script,
+// PIPETWIN_PYTHON the interpreter). Failure to plot is reported,
 // not fatal: the tables are the result, the plots their picture.
 void RunPlots(const std::string& dir, const std::vector<std::string>& extra);
 

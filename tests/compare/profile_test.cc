@@ -1,0 +1,120 @@
+// Calibration profiles: parsing errors name the file and the key; the cost table is the
+// measured medians plus the executor's overheads (sim/profile.h).
+#include "sim/profile.h"
+
+#include <gtest/gtest.h>
+
+#include "schedule/build.h"
+
+namespace pipetwin {
+namespace {
+
+Schedule Build(const std::string& schedule) {
+  auto job = ParseJob(
+      "schedule: " + schedule + "\nmicrobatches: 4\nparallel: {pp: 2}\ncosts: {forward_ms: 1}\n",
+      "job.yaml");
+  EXPECT_TRUE(job.ok()) << job.error().message;
+  auto s = BuildSchedule(*job, 4);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return *s;
+}
+
+// What `pipetwin calibrate` writes for 1f1b on pp 2 (numbers from a real run).
+constexpr const char* kProfile = R"(version: 1
+backend: cpu
+job: "pp2.yaml"
+schedule: "1f1b"
+microbatches: 4
+parallel: {pp: 2, dp: 1, tp: 1, cp: 1, sp: false}
+stages:
+  - {stage: 0, forward_ms: 36.995, backward_ms: 54.6876, optimizer_ms: 1.89258, transfer_bytes: 131072, dp_reduce_ms: 0, dp_reduce_bytes: 0}
+  - {stage: 1, forward_ms: 35.6019, backward_ms: 60.2688, optimizer_ms: 2.01767, transfer_bytes: 131072, dp_reduce_ms: 0, dp_reduce_bytes: 0}
+engine:
+  action_overhead_ms: 0.011272
+  step_start_ms: 0.107415
+sync_ms: 0.000711
+p2p:
+  latency_ms: 0.00417729
+  bandwidth_bytes_per_ms: 1.78547e+06
+  samples:
+    - {bytes: 8, ms: 0.0004655}
+    - {bytes: 131072, ms: 0.0816243}
+)";
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(ProfileTest, MeasuredMediansPlusOverheads) {
+  auto t = ParseProfile(kProfile, "p.yaml", Build("1f1b"));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->stages.size(), 2u);
+  const double copy_ms = 131072 / 1.78547e6;  // a received tensor, copied at the receiver
+  // Stage 0 receives gradients (its B pays the copy), stage 1 activations (its F).
+  EXPECT_EQ(t->stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));
+  EXPECT_EQ(t->stages[0].backward, SimTime::FromMillis(54.6876 + 0.011272 + copy_ms));
+  EXPECT_EQ(t->stages[1].forward, SimTime::FromMillis(35.6019 + 0.011272 + copy_ms));
+  EXPECT_EQ(t->stages[1].backward, SimTime::FromMillis(60.2688 + 0.011272));
+  EXPECT_EQ(t->stages[1].optimizer, SimTime::FromMillis(2.01767 + 0.011272));
+  EXPECT_EQ(t->stages[0].send_forward, SimTime::FromMillis(0.00417729));
+  EXPECT_EQ(t->stages[0].send_bytes, 131072);
+  EXPECT_EQ(t->sync, SimTime::FromMillis(0.000711 + 0.107415));
+}
+
+TEST(ProfileTest, ErrorsNameTheFileAndTheKey) {
+  const Schedule s = Build("1f1b");
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {Replace(kProfile, "sync_ms:", "sync_msec:"), "unknown key 'sync_msec'"},
+      {Replace(kProfile, "forward_ms: 36.995", "forward_ms: -1"), "stages[0].forward_ms"},
+      {Replace(kProfile, "backward_ms: 60.2688, ", ""), "stages[1].backward_ms: required"},
+      {Replace(kProfile,
+               "  - {stage: 1, forward_ms: 35.6019, backward_ms: 60.2688, optimizer_ms: "
+               "2.01767, transfer_bytes: 131072, dp_reduce_ms: 0, dp_reduce_bytes: 0}\n",
+               ""),
+       "must list 2 stages"},
+      {Replace(kProfile, "{pp: 2,", "{pp: 4,"), "parallel.pp"},
+      {Replace(kProfile, "version: 1", "version: 2"), "version"},
+      {Replace(kProfile, "latency_ms: 0.00417729", "latency: 0.00417729"), "p2p"},
+      {Replace(kProfile, "bytes: 8, ms:", "bytes: 8, msec:"), "p2p.samples[0]"},
+      {Replace(kProfile, "action_overhead_ms: 0.011272", "action_overhead_ms: fast"),
+       "engine.action_overhead_ms"},
+      {"stages: [", "not valid YAML"},
+  };
+  for (const Case& c : cases) {
+    auto t = ParseProfile(c.text, "prof.yaml", s);
+    ASSERT_FALSE(t.ok()) << c.expect;
+    EXPECT_EQ(t.error().exit_status(), 2);
+    EXPECT_NE(t.error().message.find("prof.yaml"), std::string::npos) << t.error().message;
+    EXPECT_NE(t.error().message.find(c.expect), std::string::npos) << t.error().message;
+  }
+}
+
+TEST(ProfileTest, ASplitBackwardNeedsIAndW) {
+  // A 1f1b profile has no I and W: zb-h1 cannot use it.
+  auto t = ParseProfile(kProfile, "prof.yaml", Build("zb-h1"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message.find("backward_input_ms: required"), std::string::npos)
+      << t.error().message;
+  // With I and W, B is their sum where it was not measured.
+  std::string text =
+      Replace(kProfile, "backward_ms: 54.6876", "backward_input_ms: 30, backward_weight_ms: 25");
+  text = Replace(text, "backward_ms: 60.2688", "backward_input_ms: 31, backward_weight_ms: 26");
+  auto z = ParseProfile(text, "prof.yaml", Build("zb-h1"));
+  ASSERT_TRUE(z.ok()) << z.error().message;
+  EXPECT_EQ(z->stages[1].backward_weight, SimTime::FromMillis(26 + 0.011272));
+  EXPECT_EQ(z->stages[1].backward, SimTime::FromMillis(57 + 0.011272));
+}
+
+TEST(ProfileTest, MissingFileIsBadInput) {
+  auto t = LoadProfile("/nonexistent/profile.yaml", Build("1f1b"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().exit_status(), 2);
+  EXPECT_NE(t.error().message.find("/nonexistent/profile.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -10,9 +10,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "exec/cpu/params.h"
 #include "schedule/action.h"
 #include "schedule/report.h"
+#include "schedule/timeline.h"
 
 namespace pipetwin::exec {
 
@@ -42,6 +45,17 @@ class Backend {
   virtual std::int64_t PeakMemoryTotal() const = 0;
   virtual void ResetPeakMemory() = 0;
   virtual std::int64_t BytesSent(int group) const = 0;  // 0 pp, 1 dp, 2 tp
+
+  // Sum of squares of this rank's gradients over all its stages (the optimizer's all-rank
+  // gradient-norm synchronisation).
+  virtual double GradNormSquared() const = 0;
+  // One stage held by this rank: its parameter layout (exec/cpu/params.h; every backend uses
+  // the CPU chunk's layout) and its gradients as float32 in that layout (reference checks).
+  virtual const cpu::ParamLayout& StageLayout(int stage) const = 0;
+  virtual std::vector<float> StageGrads(int stage) const = 0;
+  // After the engine's RunStep: waits for work the backend still has in flight and may
+  // replace the engine's host times of compute events by device times (CUDA).
+  virtual void FinishStep(std::vector<TimelineEvent>& events) { (void)events; }
 };
 
 }  // namespace pipetwin::exec

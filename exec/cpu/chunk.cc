@@ -17,10 +17,6 @@ struct Chunk::State {
 
 namespace {
 
-std::string BlockName(int layer, const char* what) {
-  return "block" + std::to_string(layer) + "." + what;
-}
-
 void CheckSize(std::size_t got, std::size_t want, const char* what) {
   if (got != want) {
     throw std::invalid_argument(std::string("chunk: ") + what + " has " + std::to_string(got) +
@@ -38,35 +34,7 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
     throw std::invalid_argument("chunk: tp > 1 needs a Collectives of the TP group");
   }
   dims_ = MakeLocalDims(model, tp);
-  const Index h = dims_.hidden;
-  const Index f = model.ffn_hidden;
-  const Index v = dims_.vocab;
-
-  ParamLayoutBuilder b(tp);
-  if (spec.first) {
-    b.Add("embed.tok", v, h, ShardKind::kReplicated, InitKind::kNormal);
-    b.Add("embed.pos", dims_.seq, h, ShardKind::kReplicated, InitKind::kNormal);
-  }
-  for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
-    b.Add(BlockName(l, "ln1_g"), 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add(BlockName(l, "ln1_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add(BlockName(l, "qkv_w"), h, 3 * h, ShardKind::kColumns, InitKind::kNormal, 3);
-    b.Add(BlockName(l, "qkv_b"), 1, 3 * h, ShardKind::kColumns, InitKind::kZeros, 3);
-    b.Add(BlockName(l, "proj_w"), h, h, ShardKind::kRows, InitKind::kNormal);
-    b.Add(BlockName(l, "proj_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add(BlockName(l, "ln2_g"), 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add(BlockName(l, "ln2_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add(BlockName(l, "fc1_w"), h, f, ShardKind::kColumns, InitKind::kNormal);
-    b.Add(BlockName(l, "fc1_b"), 1, f, ShardKind::kColumns, InitKind::kZeros);
-    b.Add(BlockName(l, "fc2_w"), f, h, ShardKind::kRows, InitKind::kNormal);
-    b.Add(BlockName(l, "fc2_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
-  }
-  if (spec.last) {
-    b.Add("head.ln_g", 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add("head.ln_b", 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add("head.out_w", h, v, ShardKind::kReplicated, InitKind::kNormal);
-  }
-  layout_ = std::move(b).Build();
+  layout_ = ChunkParamLayout(model, spec, tp);
 
   const auto total = static_cast<Index>(layout_.total);
   params_ = Tensor(acc, MemCategory::kParams, 1, total);
@@ -80,18 +48,18 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
   blocks_.reserve(static_cast<std::size_t>(spec.num_layers));
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
     BlockParams bp;
-    bp.ln1_g = Ref(BlockName(l, "ln1_g"));
-    bp.ln1_b = Ref(BlockName(l, "ln1_b"));
-    bp.qkv_w = Ref(BlockName(l, "qkv_w"));
-    bp.qkv_b = Ref(BlockName(l, "qkv_b"));
-    bp.proj_w = Ref(BlockName(l, "proj_w"));
-    bp.proj_b = Ref(BlockName(l, "proj_b"));
-    bp.ln2_g = Ref(BlockName(l, "ln2_g"));
-    bp.ln2_b = Ref(BlockName(l, "ln2_b"));
-    bp.fc1_w = Ref(BlockName(l, "fc1_w"));
-    bp.fc1_b = Ref(BlockName(l, "fc1_b"));
-    bp.fc2_w = Ref(BlockName(l, "fc2_w"));
-    bp.fc2_b = Ref(BlockName(l, "fc2_b"));
+    bp.ln1_g = Ref(BlockParamName(l, "ln1_g"));
+    bp.ln1_b = Ref(BlockParamName(l, "ln1_b"));
+    bp.qkv_w = Ref(BlockParamName(l, "qkv_w"));
+    bp.qkv_b = Ref(BlockParamName(l, "qkv_b"));
+    bp.proj_w = Ref(BlockParamName(l, "proj_w"));
+    bp.proj_b = Ref(BlockParamName(l, "proj_b"));
+    bp.ln2_g = Ref(BlockParamName(l, "ln2_g"));
+    bp.ln2_b = Ref(BlockParamName(l, "ln2_b"));
+    bp.fc1_w = Ref(BlockParamName(l, "fc1_w"));
+    bp.fc1_b = Ref(BlockParamName(l, "fc1_b"));
+    bp.fc2_w = Ref(BlockParamName(l, "fc2_w"));
+    bp.fc2_b = Ref(BlockParamName(l, "fc2_b"));
     blocks_.emplace_back(bp, model, tp_, l);
   }
   if (spec.last) {

@@ -82,4 +82,11 @@ std::uint64_t HashString(const std::string& s);
 // A standard normal number from a 64-bit key (Box-Muller on two derived uniforms).
 float NormalFromKey(std::uint64_t key);
 
+// The layout of one model chunk (GPT decoder: embedding on the first chunk, blocks, final
+// LayerNorm and output layer on the last), shared by the CPU chunk and the CUDA backend so
+// their flat buffers line up element for element.
+ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp);
+// "block<layer>.<what>", e.g. "block3.qkv_w".
+std::string BlockParamName(int layer, const char* what);
+
 }  // namespace pipetwin::cpu

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# cli_test.sh PIPETWIN SOURCE_DIR: the command line's contract (DESIGN.md): exit status 0 on
+# success, 2 on bad input with a message naming the file and the field, files written only
+# when the run succeeds, and the same job giving the same bytes on every run.
+set -u
+bin=$1 src=$2
+dir=$(mktemp -d)
+fail=0
+expect() {  # expect STATUS PATTERN -- ARGS...
+  local want=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$bin" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: pipetwin $* -> exit $rc (want $want), output:"
+    echo "$out" | head -8
+    fail=1
+  else
+    echo "ok: pipetwin $* -> $rc"
+  fi
+}
+job() { printf '%b' "$2" > "$dir/$1"; echo "$dir/$1"; }
+
+expect 0 "simulate" -- --help
+expect 2 "unknown command" -- frobnicate
+expect 2 "cannot open the job file" -- simulate "$dir/missing.yaml"
+expect 2 "parallel.pp: must be an integer in \[1, 4096\], got '0'" -- simulate \
+  "$(job pp0.yaml 'schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 0}\ncosts: {forward_ms: 1}\n')"
+expect 2 "unknown key 'microbatchs'" -- simulate \
+  "$(job typo.yaml 'schedule: 1f1b\nmicrobatchs: 4\ncosts: {forward_ms: 1}\n')"
+expect 2 "costs.backward_input_ms" -- simulate \
+  "$(job neg.yaml 'schedule: 1f1b\nmicrobatches: 4\ncosts: {backward_input_ms: -2}\n')"
+expect 2 "multiple of pp" -- simulate \
+  "$(job inter.yaml 'schedule: interleaved-1f1b\nmicrobatches: 6\nparallel: {pp: 4, vpp: 2}\ncosts: {forward_ms: 1}\n')"
+expect 2 "model.preset: must be one of" -- simulate \
+  "$(job preset.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt5}\ntraining: {global_batch: 8}\n')"
+expect 2 "1B0 \(step 0\) comes before 1F0" -- simulate "$src/examples/schedules/bad-order.yaml"
+expect 2 "unknown option --asci" -- simulate "$src/examples/schedules/1f1b.yaml" --asci
+expect 2 "--format: must be compute_only or compute_comms" -- schedule "$src/examples/schedules/1f1b.yaml" --format xml
+
+# A failed run leaves an existing report untouched.
+echo keep > "$dir/r.json"
+expect 2 "invalid schedule" -- simulate "$src/examples/schedules/bad-order.yaml" --report "$dir/r.json"
+[ "$(cat "$dir/r.json")" = keep ] || { echo "FAIL: a failed run overwrote the report"; fail=1; }
+
+# The schedule written as CSV loads back as the same schedule (a csv: job simulates the same).
+"$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format compute_comms || fail=1
+job csvjob.yaml "schedule: csv:zb.csv\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.0, backward_weight_ms: 1.0}\n" >/dev/null
+"$bin" simulate "$dir/csvjob.yaml" --report "$dir/csv.json" >/dev/null || fail=1
+"$bin" simulate "$src/examples/schedules/zb-h1.yaml" --report "$dir/gen.json" >/dev/null || fail=1
+for f in csv gen; do grep -v '"schedule"' "$dir/$f.json" > "$dir/$f.cmp"; done
+cmp -s "$dir/csv.cmp" "$dir/gen.cmp" && echo "ok: CSV round trip simulates the same" \
+  || { echo "FAIL: the CSV round trip simulates differently"; fail=1; }
+
+# Same job, same bytes.
+for i in 1 2; do
+  "$bin" simulate "$src/examples/schedules/dualpipev.yaml" --report "$dir/r$i.json" \
+    --trace "$dir/t$i.json" >/dev/null || fail=1
+done
+cmp -s "$dir/r1.json" "$dir/r2.json" && cmp -s "$dir/t1.json" "$dir/t2.json" \
+  && echo "ok: reports and traces identical across runs" \
+  || { echo "FAIL: two runs differ"; fail=1; }
+
+rm -rf "$dir"
+[ "$fail" -eq 0 ] && echo PASS
+exit "$fail"

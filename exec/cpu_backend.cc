@@ -9,7 +9,6 @@
 namespace pipetwin::exec {
 namespace {
 
-
 std::int64_t RingBytes(std::size_t elems, int n, double factor) {
   return n <= 1 ? 0
                 : static_cast<std::int64_t>(factor * static_cast<double>(n - 1) /
@@ -78,17 +77,21 @@ CpuBackend::CpuBackend(const CpuBackendConfig& cfg)
   for (int s = 0; s < stages; ++s) {
     const int n = cfg_.layers_per_stage[static_cast<std::size_t>(s)];
     if (cfg_.stage_to_rank[static_cast<std::size_t>(s)] == cfg_.pp_rank) {
-      cpu::ChunkSpec spec{.first_layer = first_layer, .num_layers = n, .first = s == 0,
-                          .last = s == stages - 1};
+      cpu::ChunkSpec spec{
+          .first_layer = first_layer, .num_layers = n, .first = s == 0, .last = s == stages - 1};
       auto chunk = std::make_unique<cpu::Chunk>(cfg_.model, spec, cfg_.tp, acc_, tp_coll_.get());
       chunk->set_loss_scale(1.0f / static_cast<float>(cfg_.microbatches * cfg_.dp));
-      const std::size_t np = chunk->params().size();
+      // Under ZeRO-1 each rank keeps the optimizer state of its shard only.
+      const std::size_t np =
+          cfg_.zero1 ? (chunk->params().size() + static_cast<std::size_t>(cfg_.dp) - 1) /
+                           static_cast<std::size_t>(cfg_.dp)
+                     : chunk->params().size();
       if (cfg_.adam) {
-        optimizers_[s] = std::make_unique<cpu::Adam>(np, cpu::AdamConfig{.lr = cfg_.learning_rate},
-                                                     acc_);
+        optimizers_[s] =
+            std::make_unique<cpu::Adam>(np, cpu::AdamConfig{.lr = cfg_.learning_rate}, acc_);
       } else {
-        optimizers_[s] = std::make_unique<cpu::Sgd>(np, cpu::SgdConfig{.lr = cfg_.learning_rate, .momentum = cfg_.momentum},
-                                                    acc_);
+        optimizers_[s] = std::make_unique<cpu::Sgd>(
+            np, cpu::SgdConfig{.lr = cfg_.learning_rate, .momentum = cfg_.momentum}, acc_);
       }
       chunks_[s] = std::move(chunk);
     }
@@ -203,7 +206,40 @@ void CpuBackend::Compute(const Action& a) {
         c.SyncSequenceParallelGrads();
         sp_synced_[s] = true;
       }
-      optimizers_.at(s)->Step(c.params(), c.grads());
+      if (!cfg_.zero1) {
+        optimizers_.at(s)->Step(c.params(), c.grads());
+        break;
+      }
+      {
+        // Step this rank's shard, then all-gather the parameters (in a padded buffer).
+        const std::size_t n = c.params().size();
+        const std::size_t shard = Shard(s);
+        const std::size_t begin = shard * static_cast<std::size_t>(cfg_.dp_rank);
+        cpu::Tensor& g = zero_grads_.at(s);
+        cpu::Tensor gathered(acc_, cpu::MemCategory::kComm, 1,
+                             static_cast<cpu::Index>(shard * static_cast<std::size_t>(cfg_.dp)));
+        std::copy(c.params().begin(), c.params().end(), gathered.data());
+        optimizers_.at(s)->Step(gathered.span().subspan(begin, shard), g.span().subspan(0, shard));
+        reduced_shard_[s].assign(g.data(), g.data() + shard);
+        MPI_Request req;
+        PT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(),
+                                    static_cast<int>(shard), MPI_FLOAT, cfg_.dp_comm, &req));
+        WaitFor(
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(cfg_.timeout_s)),
+            [&] {
+              int done = 0;
+              PT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+              return done != 0;
+            },
+            [&] {
+              return "rank " + std::to_string(WorldRank()) + ": " + a.ToString() +
+                     ": ZeRO-1 parameter all-gather over data parallelism";
+            });
+        bytes_dp_ += RingBytes(gathered.span().size(), cfg_.dp, 1.0);
+        std::copy(gathered.data(), gathered.data() + n, c.params().begin());
+        zero_grads_.erase(s);
+      }
       break;
     case ActionKind::kSendF:
     case ActionKind::kRecvF:
@@ -275,10 +311,28 @@ void CpuBackend::StartReduceGrad(int stage) {
   }
   MPI_Request req;
   const std::span<float> g = c.grads();
-  PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_FLOAT,
-                              MPI_SUM, cfg_.dp_comm, &req));
-  bytes_dp_ += RingBytes(g.size(), cfg_.dp, 2.0);
+  if (cfg_.zero1) {
+    // Reduce-scatter in place in a padded copy: this rank's reduced shard lands in front.
+    const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
+    auto [it, inserted] = zero_grads_.try_emplace(
+        stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(padded)));
+    if (!inserted) throw std::logic_error("REDUCE_GRAD twice for stage " + std::to_string(stage));
+    std::copy(g.begin(), g.end(), it->second.data());
+    PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, it->second.data(),
+                                           static_cast<int>(Shard(stage)), MPI_FLOAT, MPI_SUM,
+                                           cfg_.dp_comm, &req));
+    bytes_dp_ += RingBytes(padded, cfg_.dp, 1.0);
+  } else {
+    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_FLOAT,
+                                MPI_SUM, cfg_.dp_comm, &req));
+    bytes_dp_ += RingBytes(g.size(), cfg_.dp, 2.0);
+  }
   reduce_req_[stage] = req;
+}
+
+std::size_t CpuBackend::Shard(int stage) const {
+  const std::size_t n = chunks_.at(stage)->params().size();
+  return (n + static_cast<std::size_t>(cfg_.dp) - 1) / static_cast<std::size_t>(cfg_.dp);
 }
 
 bool CpuBackend::TestReduceGrad(int stage) {
@@ -309,10 +363,14 @@ std::int64_t CpuBackend::PeakMemoryTotal() const {
 
 std::int64_t CpuBackend::BytesSent(int group) const {
   switch (group) {
-    case 0: return bytes_pp_;
-    case 1: return bytes_dp_;
-    case 2: return tp_coll_ ? tp_coll_->bytes_sent() : 0;
-    default: return 0;
+    case 0:
+      return bytes_pp_;
+    case 1:
+      return bytes_dp_;
+    case 2:
+      return tp_coll_ ? tp_coll_->bytes_sent() : 0;
+    default:
+      return 0;
   }
 }
 
@@ -330,7 +388,15 @@ std::vector<float> CpuBackend::StageGrads(int stage) const {
     throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");
   }
   const std::span<const float> g = std::as_const(*it->second).grads();
-  return {g.begin(), g.end()};
+  if (!cfg_.zero1) return {g.begin(), g.end()};
+  // ZeRO-1: the reduced gradients exist only as shards; gather them (a collective over DP:
+  // every rank of the DP group must ask for the same stages in the same order).
+  const std::vector<float>& mine = reduced_shard_.at(stage);
+  std::vector<float> all(mine.size() * static_cast<std::size_t>(cfg_.dp));
+  PT_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
+                             static_cast<int>(mine.size()), MPI_FLOAT, cfg_.dp_comm));
+  all.resize(g.size());
+  return all;
 }
 
 double CpuBackend::GradNormSquared() const {

@@ -35,6 +35,10 @@ struct CpuBackendConfig {
   cpu::TpConfig tp;
   bool adam = true;
   float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
+  // ZeRO-1 (dp > 1): gradients reduce-scattered over DP, each rank steps its 1/dp shard of
+  // the parameters with its shard of the optimizer state, then the parameters are
+  // all-gathered. Shards are ceil(params / dp) elements (the last one zero-padded).
+  bool zero1 = false;
   float learning_rate = 1e-3f;
   std::uint64_t data_seed = 1;
   double timeout_s = 300;
@@ -102,6 +106,12 @@ class CpuBackend final : public Backend {
   std::map<int, std::unique_ptr<cpu::Optimizer>> optimizers_;
   std::map<int, bool> sp_synced_;
   std::map<int, MPI_Request> reduce_req_;
+  // ZeRO-1: per stage, the padded buffer the reduce-scatter writes (its first shard holds
+  // this rank's reduced gradients) from REDUCE_GRAD to OPT, and a copy of the reduced shard
+  // kept for reference checks (outside the accounting: not part of a training step).
+  std::map<int, cpu::Tensor> zero_grads_;
+  std::map<int, std::vector<float>> reduced_shard_;
+  std::size_t Shard(int stage) const;
   cpu::SyntheticData data_;
   std::map<Key, cpu::Tensor> buffers_;
   std::map<Key, MPI_Request> recv_req_;

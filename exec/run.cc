@@ -189,9 +189,10 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
                 "context parallelism (ring attention) is not in the CPU executor yet: use cp: 1 "
                 "with `run` (simulate models it)");
   }
-  if (par.zero > 0) {
+  if (par.zero > 1) {
     return f.At(job.root["parallel"]["zero"], "parallel.zero",
-                "ZeRO is not in the CPU executor yet: use zero: 0 with `run`");
+                "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with `run` "
+                "(simulate models all three)");
   }
   int world = 0;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -261,6 +262,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   }
   bc.adam = adam;
   bc.momentum = momentum;
+  bc.zero1 = par.zero == 1 && par.dp > 1;
   bc.learning_rate = static_cast<float>(exe->learning_rate);
   bc.data_seed = exe->seed;
   bc.timeout_s = exe->timeout_s;
@@ -269,6 +271,10 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   bc.tp_comm = groups->tp;
   std::unique_ptr<Backend> backend_owner;
   if (opts.backend == "cuda") {
+    if (par.zero > 0) {
+      return f.At(job.root["parallel"]["zero"], "parallel.zero",
+                  "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
+    }
     auto made = MakeCudaBackend(
         {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = &*sched});
     if (!made) return made.error();

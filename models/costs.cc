@@ -423,7 +423,11 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
       const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
                             : t.optimizer == Optimizer::kSgdMomentum ? 4
                                                                      : 0;
-      sc.optimizer_bytes = cm.params * per_param;
+      // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
+      const bool zero1 = par.zero == 1 && par.dp > 1;
+      const I64 shard = (cm.params + par.dp - 1) / par.dp;
+      sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
+      sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
       sc.activation_bytes_per_microbatch = cm.activations_full;
       sc.activation_bytes_pending_w = cm.activations_pending_w;
       sc.activation_transient_bytes = cm.activations_i_transient;
@@ -432,9 +436,16 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
       sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
       sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
       // Its data-parallel reduction: a ring all-reduce of the float32 gradients.
-      sc.dp_reduce_bytes = par.dp > 1 ? BytesSentPerRank(Collective::kAllReduceRing,
-                                                         static_cast<double>(cm.grad_bytes), par.dp)
-                                      : 0;
+      // ZeRO-1: a reduce-scatter of the padded gradients and, after the step, an all-gather
+      // of the padded parameters, call by call as the executor counts them.
+      const auto ring = [&](double factor, I64 bytes) {
+        return static_cast<double>(static_cast<I64>(factor * static_cast<double>(par.dp - 1) /
+                                                    static_cast<double>(par.dp) *
+                                                    static_cast<double>(bytes)));
+      };
+      sc.dp_reduce_bytes = par.dp <= 1 ? 0
+                           : zero1     ? 2 * ring(1.0, sc.zero1_padded_bytes)
+                                       : ring(2.0, cm.grad_bytes);
     }
   }
   return jc;

@@ -148,8 +148,13 @@ RankMemory CpuExecutorRankMemory(const Schedule& s, int pp_rank, const models::J
         ++done;
         post_until(done + window);
         break;
-      case ActionKind::kReduceGrad:
-      case ActionKind::kOptimizer:
+      case ActionKind::kReduceGrad:  // ZeRO-1: the padded buffer the reduce-scatter fills
+        comm += c.zero1_padded_bytes;
+        consider(act, comm);
+        break;
+      case ActionKind::kOptimizer:  // ZeRO-1: the padded parameters, gathered, then both freed
+        consider(act, comm + c.zero1_padded_bytes);
+        comm -= c.zero1_padded_bytes;
         break;
     }
   }

@@ -23,16 +23,17 @@ struct StageProfile {
 
 }  // namespace
 
-Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s) {
+Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s,
+                                const ActionMedians* replace) {
   std::ifstream in(path);
   if (!in) return Error::BadInput(path + ": cannot read the profile (--profile)");
   std::ostringstream text;
   text << in.rdbuf();
-  return ParseProfile(text.str(), path, s);
+  return ParseProfile(text.str(), path, s, replace);
 }
 
 Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
-                                 const Schedule& s) {
+                                 const Schedule& s, const ActionMedians* replace) {
   YamlFields f{path};
   YAML::Node root;
   try {
@@ -119,6 +120,34 @@ Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string
           num("backward_ms", p.b), num("optimizer_ms", p.opt), num("dp_reduce_ms", p.dp_ms),
           bytes("transfer_bytes", p.transfer_bytes), bytes("dp_reduce_bytes", p.dp_bytes)}) {
       if (!st) return st.error();
+    }
+    if (replace != nullptr) {
+      for (const auto& [what, v] : *replace) {
+        if (what.first != static_cast<int>(k)) continue;
+        switch (what.second) {
+          case ActionKind::kForward:
+            p.f = v;
+            break;
+          case ActionKind::kBackward:
+            p.b = v;
+            break;
+          case ActionKind::kBackwardInput:
+            p.i = v;
+            break;
+          case ActionKind::kBackwardWeight:
+            p.w = v;
+            break;
+          case ActionKind::kOptimizer:
+            p.opt = v;
+            break;
+          case ActionKind::kSendF:
+          case ActionKind::kRecvF:
+          case ActionKind::kSendB:
+          case ActionKind::kRecvB:
+          case ActionKind::kReduceGrad:
+            break;
+        }
+      }
     }
     if (p.b < 0 && p.i >= 0 && p.w >= 0) p.b = p.i + p.w;
     const struct {

@@ -31,7 +31,9 @@
 // charged once per step, with the all-rank synchronisation.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "schedule/expected.h"
 #include "schedule/schedule.h"
@@ -40,10 +42,17 @@
 
 namespace pipetwin {
 
-Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s);
+// Median milliseconds of a compute action kind on a stage: {(stage, kind), ms}.
+using ActionMedians = std::map<std::pair<int, ActionKind>, double>;
+
+// `replace`, when given, takes the place of the profile's medians for the actions it lists
+// (validate's replay: the measured run's own action times, to separate the schedule model's
+// error from the machine's drift between calibration and run).
+Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s,
+                                const ActionMedians* replace = nullptr);
 // The same from text (`path` names it in messages).
 Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
-                                 const Schedule& s);
+                                 const Schedule& s, const ActionMedians* replace = nullptr);
 
 // `pipetwin simulate JOB --profile PROFILE`: Simulate(job), then the same schedule played
 // again with the profile's cost table; the report keeps what does not depend on time

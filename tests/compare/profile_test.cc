@@ -118,3 +118,17 @@ TEST(ProfileTest, MissingFileIsBadInput) {
 
 }  // namespace
 }  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+TEST(ProfileTest, ReplayReplacesTheListedMedians) {
+  const ActionMedians measured = {{{1, ActionKind::kForward}, 20.0}};
+  auto t = ParseProfile(kProfile, "p.yaml", Build("1f1b"), &measured);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->stages[1].forward, SimTime::FromMillis(20.0 + 0.011272 + 131072 / 1.78547e6));
+  EXPECT_EQ(t->stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));  // not listed
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -25,19 +25,9 @@ MpiCollectives::MpiCollectives(MPI_Comm comm, double timeout_s)
 }
 
 void MpiCollectives::Wait(MPI_Request* req, const char* what) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_s_));
-  WaitFor(
-      deadline,
-      [&] {
-        int done = 0;
-        PT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        return done != 0;
-      },
-      [&] {
-        return "rank " + std::to_string(WorldRank()) + ": tensor-parallel " + what +
-               " (a peer of the TP group stopped)";
-      });
+  WaitRequest(req, timeout_s_, [&] {
+    return std::string("tensor-parallel ") + what + " (a peer of the TP group stopped)";
+  });
 }
 
 void MpiCollectives::AllReduceSum(std::span<float> data) {
@@ -224,18 +214,9 @@ void CpuBackend::Compute(const Action& a) {
         MPI_Request req;
         PT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(),
                                     static_cast<int>(shard), MPI_FLOAT, cfg_.dp_comm, &req));
-        WaitFor(
-            Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(cfg_.timeout_s)),
-            [&] {
-              int done = 0;
-              PT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-              return done != 0;
-            },
-            [&] {
-              return "rank " + std::to_string(WorldRank()) + ": " + a.ToString() +
-                     ": ZeRO-1 parameter all-gather over data parallelism";
-            });
+        WaitRequest(&req, cfg_.timeout_s, [&] {
+          return a.ToString() + ": ZeRO-1 parameter all-gather over data parallelism";
+        });
         bytes_dp_ += RingBytes(gathered.span().size(), cfg_.dp, 1.0);
         std::copy(gathered.data(), gathered.data() + n, c.params().begin());
         zero_grads_.erase(s);

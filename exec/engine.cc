@@ -9,9 +9,12 @@
 
 namespace pipetwin::exec {
 
-Engine::Engine(const Schedule& s, int pp_rank, int world_rank, Backend& backend,
-               EngineOptions opts)
-    : s_(s), pp_rank_(pp_rank), world_rank_(world_rank), backend_(backend), opts_(std::move(opts)) {}
+Engine::Engine(const Schedule& s, int pp_rank, int world_rank, Backend& backend, EngineOptions opts)
+    : s_(s),
+      pp_rank_(pp_rank),
+      world_rank_(world_rank),
+      backend_(backend),
+      opts_(std::move(opts)) {}
 
 int Engine::PeerOf(const Action& a) const {
   int stage = a.stage;
@@ -37,8 +40,8 @@ int Engine::PeerOf(const Action& a) const {
 
 std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
   const auto t0 = Clock::now();
-  const auto timeout = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(opts_.timeout_s));
+  const auto timeout =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts_.timeout_s));
   auto ns = [&](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
   };
@@ -87,9 +90,12 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
   auto drain_reductions = [&](const Action& at) {
     while (!reductions.empty()) {
       const Pending p = reductions.front();
-      WaitFor(Clock::now() + timeout, [&] { return backend_.TestReduceGrad(p.stage); },
-              [&] { return describe(Action{p.stage, ActionKind::kReduceGrad, -1}, -1) +
-                           " (waited for at " + at.ToString() + ")"; });
+      WaitFor(
+          Clock::now() + timeout, [&] { return backend_.TestReduceGrad(p.stage); },
+          [&] {
+            return describe(Action{p.stage, ActionKind::kReduceGrad, -1}, -1) + " (waited for at " +
+                   at.ToString() + ")";
+          });
       events[p.event].end_ns = ns(Clock::now());
       reductions.pop_front();
     }
@@ -129,8 +135,8 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
         const int peer = PeerOf(a);
         post_until(recvs_done + 1);  // this one, if the window had not reached it
         const auto s = Clock::now();
-        WaitFor(s + timeout, [&] { return backend_.TestRecv(a); },
-                [&] { return describe(a, peer); });
+        WaitFor(
+            s + timeout, [&] { return backend_.TestRecv(a); }, [&] { return describe(a, peer); });
         events.push_back({a, Stream::kRecv, ns(s), ns(Clock::now()), peer, 0});
         ++recvs_done;
         post_until(recvs_done + static_cast<std::size_t>(std::max(1, opts_.recv_window)));
@@ -148,9 +154,12 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
   }
   const Action end_marker{0, ActionKind::kOptimizer, -1};
   drain_reductions(end_marker);
-  WaitFor(Clock::now() + timeout, [&] { return backend_.TestSends(); },
-          [&] { return "rank " + std::to_string(world_rank_) +
-                       ": sends of the step not completed (a peer stopped receiving)"; });
+  WaitFor(
+      Clock::now() + timeout, [&] { return backend_.TestSends(); },
+      [&] {
+        return "rank " + std::to_string(world_rank_) +
+               ": sends of the step not completed (a peer stopped receiving)";
+      });
   return events;
 }
 

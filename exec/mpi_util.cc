@@ -33,6 +33,25 @@ void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
   }
 }
 
+void WaitRequest(MPI_Request* req, Clock::time_point deadline,
+                 const std::function<std::string()>& what) {
+  WaitFor(
+      deadline,
+      [&] {
+        int done = 0;
+        PT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      [&] { return "rank " + std::to_string(WorldRank()) + ": " + what(); });
+}
+
+void WaitRequest(MPI_Request* req, double timeout_s, const std::function<std::string()>& what) {
+  WaitRequest(req,
+              Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(timeout_s)),
+              what);
+}
+
 Groups::~Groups() {
   for (MPI_Comm* c : {&pp, &dp, &tp}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);

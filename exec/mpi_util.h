@@ -39,6 +39,12 @@ using Clock = std::chrono::steady_clock;
 void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
              const std::function<std::string()>& what);
 
+// Waits for a non-blocking MPI request until `deadline` (or for `timeout_s` from now); past it,
+// TimeoutError with "rank R: " + what().
+void WaitRequest(MPI_Request* req, Clock::time_point deadline,
+                 const std::function<std::string()>& what);
+void WaitRequest(MPI_Request* req, double timeout_s, const std::function<std::string()>& what);
+
 // One MPI communicator per parallel group of this rank, split from MPI_COMM_WORLD by the
 // same rank placement the simulator uses.
 struct Groups {

@@ -24,20 +24,9 @@
 namespace pipetwin::exec {
 namespace {
 
-Clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 // A collective on MPI_COMM_WORLD bounded by the timeout.
 void WaitRequest(MPI_Request* req, double timeout_s, const std::string& what) {
-  WaitFor(
-      Clock::now() + Seconds(timeout_s),
-      [&] {
-        int done = 0;
-        PT_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        return done != 0;
-      },
-      [&] { return "rank " + std::to_string(WorldRank()) + ": " + what; });
+  exec::WaitRequest(req, timeout_s, [&] { return what; });
 }
 
 double AllReduceMax(double v, double timeout_s, const char* what) {
@@ -70,8 +59,9 @@ Expected<cpu::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfi
       m.position != models::Position::kLearned) {
     return f.At(at, "model",
                 "the CPU backend runs a GPT-style decoder (mlp: gelu, norm: layernorm, learned "
-                "positions); this model has mlp " + std::string(models::ToString(m.mlp)) +
-                    ", norm " + std::string(models::ToString(m.norm)));
+                "positions); this model has mlp " +
+                    std::string(models::ToString(m.mlp)) + ", norm " +
+                    std::string(models::ToString(m.norm)));
   }
   if (m.kv_heads != m.heads) {
     return f.At(at, "model.kv_heads",
@@ -95,9 +85,9 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   std::vector<std::int64_t> flat;
   flat.reserve(mine.size() * kFields);
   for (const TimelineEvent& e : mine) {
-    flat.insert(flat.end(), {e.action.stage, static_cast<std::int64_t>(e.action.kind),
-                             e.action.microbatch, static_cast<std::int64_t>(e.stream), e.start_ns,
-                             e.end_ns, e.peer, e.bytes});
+    flat.insert(flat.end(),
+                {e.action.stage, static_cast<std::int64_t>(e.action.kind), e.action.microbatch,
+                 static_cast<std::int64_t>(e.stream), e.start_ns, e.end_ns, e.peer, e.bytes});
   }
   int n = static_cast<int>(flat.size());
   std::vector<int> counts(static_cast<std::size_t>(world));
@@ -107,8 +97,8 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   std::vector<int> displs(static_cast<std::size_t>(world), 0);
   for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
   std::vector<std::int64_t> all(static_cast<std::size_t>(displs.back() + counts.back()));
-  PT_MPI_CHECK(MPI_Igatherv(flat.data(), n, MPI_INT64_T, all.data(), counts.data(),
-                            displs.data(), MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Igatherv(flat.data(), n, MPI_INT64_T, all.data(), counts.data(), displs.data(),
+                            MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
   WaitRequest(&req, timeout_s, "gathering the timeline");
   Timeline t;
   if (WorldRank() != 0) return t;
@@ -138,12 +128,16 @@ double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
                       const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss,
                       float perturb) {
   cpu::Accountant acc;
-  cpu::Chunk ref(model, cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers,
-                                       .first = true, .last = true},
-                 cpu::TpConfig{}, acc);
+  cpu::Chunk ref(
+      model,
+      cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers, .first = true, .last = true},
+      cpu::TpConfig{}, acc);
   ref.set_loss_scale(1.0f / static_cast<float>(microbatches * dp));
-  cpu::SyntheticData data({.vocab = model.vocab, .seq_len = model.seq_len,
-                           .micro_batch = model.micro_batch, .seed = seed, .noise = 0.0f});
+  cpu::SyntheticData data({.vocab = model.vocab,
+                           .seq_len = model.seq_len,
+                           .micro_batch = model.micro_batch,
+                           .seed = seed,
+                           .noise = 0.0f});
   std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
   double loss = 0;
   for (int mb = 0; mb < microbatches * dp; ++mb) {
@@ -197,12 +191,11 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   int world = 0;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   if (world != par.WorldSize()) {
-    return Error::BadInput(job.path + ": parallel: pp × dp × tp × cp = " +
-                           std::to_string(par.pp) + " × " + std::to_string(par.dp) + " × " +
-                           std::to_string(par.tp) + " × " + std::to_string(par.cp) + " = " +
-                           std::to_string(par.WorldSize()) + " ranks, but mpirun started " +
-                           std::to_string(world) + " (use mpirun -np " +
-                           std::to_string(par.WorldSize()) + ")");
+    return Error::BadInput(job.path + ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) +
+                           " × " + std::to_string(par.dp) + " × " + std::to_string(par.tp) + " × " +
+                           std::to_string(par.cp) + " = " + std::to_string(par.WorldSize()) +
+                           " ranks, but mpirun started " + std::to_string(world) +
+                           " (use mpirun -np " + std::to_string(par.WorldSize()) + ")");
   }
   // Model and training: the same keys as the cost model; the tiny preset by default.
   YAML::Node model_node = job.root["model"];
@@ -294,11 +287,9 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
       double total = 0;
       MPI_Request req;
       PT_MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
-      WaitFor(deadline, [&] {
-        int done = 0;
-        PT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-        return done != 0;
-      }, [&] { return "rank " + std::to_string(WorldRank()) + ": gradient-norm all-reduce before the optimizer step"; });
+      exec::WaitRequest(&req, deadline, [] {
+        return std::string("gradient-norm all-reduce before the optimizer step");
+      });
     };
   }
   Engine engine(*sched, me.pp, WorldRank(), backend, eo);
@@ -306,8 +297,8 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   RunResult res;
   res.root = WorldRank() == 0;
   const std::vector<int> my_stages = StagesOfRank(*sched, me.pp);
-  const bool loss_rank = me.tp == 0 &&
-      sched->stage_to_rank[static_cast<std::size_t>(sched->num_stages - 1)] == me.pp;
+  const bool loss_rank =
+      me.tp == 0 && sched->stage_to_rank[static_cast<std::size_t>(sched->num_stages - 1)] == me.pp;
   std::vector<std::vector<TimelineEvent>> measured;
   const int total_steps = exe->warmup + exe->steps;
   for (int step = 0; step < total_steps; ++step) {
@@ -321,9 +312,10 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     backend.FinishStep(events);
     std::int64_t end = 0;
     for (const auto& e : events) end = std::max(end, e.end_ns);
-    const double makespan = AllReduceMax(static_cast<double>(end) * 1e-6, exe->timeout_s, "step time");
-    const double loss = AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") /
-                        (*m * par.dp);
+    const double makespan =
+        AllReduceMax(static_cast<double>(end) * 1e-6, exe->timeout_s, "step time");
+    const double loss =
+        AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") / (*m * par.dp);
     res.losses.push_back(loss);
     if (const char* kill = std::getenv("PIPETWIN_TEST_KILL_RANK");
         kill != nullptr && std::atoi(kill) == WorldRank() && step == exe->warmup) {
@@ -345,9 +337,8 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   // The median step is the one reported and traced.
   std::vector<std::size_t> order(res.step_ms.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return res.step_ms[a] < res.step_ms[b];
-  });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return res.step_ms[a] < res.step_ms[b]; });
   const std::size_t median = order[order.size() / 2];
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
@@ -371,15 +362,24 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     }
     if (e.stream != Stream::kRecv) last = std::max(last, e.end_ns);
   }
-  const std::int64_t sent = (backend.BytesSent(0) + backend.BytesSent(1) + backend.BytesSent(2)) /
-                            total_steps;
-  std::int64_t row[12] = {busy_ns, std::max<std::int64_t>(first, 0), last,
-                          backend.PeakMemoryTotal(), mem.params, mem.grads, mem.optimizer,
-                          mem.activations, mem.comm_buffers, backend.BytesSent(0) / total_steps,
-                          backend.BytesSent(1) / total_steps, backend.BytesSent(2) / total_steps};
+  const std::int64_t sent =
+      (backend.BytesSent(0) + backend.BytesSent(1) + backend.BytesSent(2)) / total_steps;
+  std::int64_t row[12] = {busy_ns,
+                          std::max<std::int64_t>(first, 0),
+                          last,
+                          backend.PeakMemoryTotal(),
+                          mem.params,
+                          mem.grads,
+                          mem.optimizer,
+                          mem.activations,
+                          mem.comm_buffers,
+                          backend.BytesSent(0) / total_steps,
+                          backend.BytesSent(1) / total_steps,
+                          backend.BytesSent(2) / total_steps};
   std::vector<std::int64_t> rows(static_cast<std::size_t>(12 * world));
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Igather(row, 12, MPI_INT64_T, rows.data(), 12, MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(
+      MPI_Igather(row, 12, MPI_INT64_T, rows.data(), 12, MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
   WaitRequest(&req, exe->timeout_s, "gathering the report");
   (void)sent;
   if (!res.root) return res;

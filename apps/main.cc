@@ -67,8 +67,7 @@ struct Args {
 };
 
 // Options that take a value; everything else starting with -- is a flag.
-Expected<Args> ParseArgs(int argc, char** argv, int first,
-                         const std::vector<std::string>& valued,
+Expected<Args> ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& valued,
                          const std::vector<std::string>& flags) {
   Args a;
   for (int i = first; i < argc; ++i) {
@@ -107,14 +106,15 @@ int Fail(const Error& e) {
 
 Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
   if (a.positional.size() != 1) {
-    return Error::BadInput(std::string(cmd) + ": expected exactly one job file (see pipetwin --help)");
+    return Error::BadInput(std::string(cmd) +
+                           ": expected exactly one job file (see pipetwin --help)");
   }
   return LoadJob(a.positional[0]);
 }
 
 int CmdSimulate(int argc, char** argv) {
   auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--profile"},
-                    {"--ascii", "--per-pipeline-rank"});
+                     {"--ascii", "--per-pipeline-rank"});
   if (!a) return Fail(a.error());
   auto job = JobFromArgs(*a, "simulate");
   if (!job) return Fail(job.error());
@@ -137,9 +137,9 @@ int CmdSimulate(int argc, char** argv) {
   }
   std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job->path.c_str(),
               r.schedule.c_str(), r.pp, r.microbatches, res->schedule.NumActions());
-  std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n",
-              r.iteration_time_ms, r.optimizer_sync ? "optimizer_sync" : "no optimizer sync",
-              r.makespan_ms, 100.0 * r.bubble_fraction);
+  std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
+              r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
+              100.0 * r.bubble_fraction);
   if (r.extra.contains("job")) {
     const auto& j = r.extra["job"];
     const auto& m = r.extra["memory"];
@@ -160,8 +160,8 @@ int CmdSimulate(int argc, char** argv) {
     }
   }
   // One line per pipeline rank: data-, tensor- and context-parallel replicas are identical.
-  std::printf("%6s %12s %8s %10s %10s %12s\n", "pp", "busy ms", "bubble", "in-flight",
-              "pending W", "peak GiB");
+  std::printf("%6s %12s %8s %10s %10s %12s\n", "pp", "busy ms", "bubble", "in-flight", "pending W",
+              "peak GiB");
   for (const RankReport& k : r.ranks) {
     if (k.dp_rank != 0 || k.tp_rank != 0 || k.cp_rank != 0) continue;
     std::printf("%6d %12.3f %7.2f%% %10d %10d %12.2f\n", k.pp_rank >= 0 ? k.pp_rank : k.rank,
@@ -203,7 +203,6 @@ int CmdSchedule(int argc, char** argv) {
   return 0;
 }
 
-
 int CmdRun(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -212,7 +211,9 @@ int CmdRun(int argc, char** argv) {
   // Any failure on any rank stops every rank: a rank that exits alone would leave the
   // others waiting for it.
   auto abort_with = [&](const Error& e, bool print) -> int {
-    if (print) std::cerr << "pipetwin: " << (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ") << e.message << "\n";
+    if (print)
+      std::cerr << "pipetwin: " << (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ")
+                << e.message << "\n";
     std::cerr.flush();
     MPI_Abort(MPI_COMM_WORLD, e.exit_status());
     return e.exit_status();
@@ -234,7 +235,8 @@ int CmdRun(int argc, char** argv) {
   } catch (const exec::TimeoutError& e) {
     return abort_with(Error::Failure(e.what()), true);
   } catch (const std::exception& e) {
-    return abort_with(Error::Failure(std::string("rank ") + std::to_string(rank) + ": " + e.what()), true);
+    return abort_with(Error::Failure(std::string("rank ") + std::to_string(rank) + ": " + e.what()),
+                      true);
   }
   // Bad input is the same on every rank: rank 0 says it once.
   if (!res) return abort_with(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
@@ -242,10 +244,13 @@ int CmdRun(int argc, char** argv) {
   if (res->root) {
     const Report& r = res->report;
     if (auto it = a->options.find("--report"); it != a->options.end()) {
-      if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s) return abort_with(s.error(), true);
+      if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s)
+        return abort_with(s.error(), true);
     }
     if (auto it = a->options.find("--trace"); it != a->options.end()) {
-      if (Status s = WriteFileAtomic(it->second, TraceJson(res->timeline, job->path + " (measured)")); !s) {
+      if (Status s =
+              WriteFileAtomic(it->second, TraceJson(res->timeline, job->path + " (measured)"));
+          !s) {
         return abort_with(s.error(), true);
       }
     }
@@ -268,8 +273,8 @@ int CmdRun(int argc, char** argv) {
 }
 
 int CmdPresets() {
-  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s  %s\n", "model", "layers", "hidden", "ffn", "heads",
-              "kv", "vocab", "seq", "parameters");
+  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s  %s\n", "model", "layers", "hidden", "ffn",
+              "heads", "kv", "vocab", "seq", "parameters");
   for (const std::string& name : models::PresetNames()) {
     const models::ModelConfig m = *models::FindPreset(name);
     std::printf("%-14s %7d %7d %7d %6d %6d %7d %6d  %.3g\n", name.c_str(), m.layers, m.hidden,
@@ -280,7 +285,8 @@ int CmdPresets() {
   for (const std::string& name : models::DeviceNames()) {
     const models::DeviceSpec d = *models::FindDevice(name);
     std::printf("%-16s %12.4g %12.4g %10.1f\n", name.c_str(), d.peak_bf16_flops * 1e-12,
-                d.peak_fp32_flops * 1e-12, static_cast<double>(d.hbm_bytes) / (1024.0 * 1024 * 1024));
+                d.peak_fp32_flops * 1e-12,
+                static_cast<double>(d.hbm_bytes) / (1024.0 * 1024 * 1024));
   }
   return 0;
 }

@@ -72,7 +72,6 @@ BENCHMARK(BM_EndToEnd)->Apply(Shapes)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace pipetwin
 
-
 namespace pipetwin {
 namespace {
 
@@ -119,7 +118,8 @@ void BM_Gpt3Sweep(benchmark::State& state) {
     ++done;
   }
   state.SetItemsProcessed(done);
-  state.counters["configs_per_s"] = benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Gpt3Sweep)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 

@@ -48,9 +48,9 @@ inline Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job) {
 struct RunResult {
   bool root = false;  // this process is world rank 0 and holds the report
   Report report;
-  Timeline timeline;             // the median measured step, all ranks (root only)
-  std::vector<double> step_ms;   // every measured step's makespan
-  std::vector<double> losses;    // mean loss of every step, warm-up included
+  Timeline timeline;              // the median measured step, all ranks (root only)
+  std::vector<double> step_ms;    // every measured step's makespan
+  std::vector<double> losses;     // mean loss of every step, warm-up included
   double max_relative_error = 0;  // check_reference only: worst over ranks and tensors
 };
 

@@ -413,10 +413,17 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
     for (int s = 0; s < num_stages; ++s) {
       StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
       const int layers = (*split)[static_cast<std::size_t>(s)];
-      const CpuChunkMemory cm = PredictCpuChunkMemory(
-          {.micro_batch = t.micro_batch, .seq_len = m.seq_len, .hidden = m.hidden,
-           .ffn_hidden = m.ffn_hidden, .heads = m.heads, .vocab = m.vocab, .layers = layers,
-           .first = s == 0, .last = s == num_stages - 1, .tp = par.tp, .sp = par.sp});
+      const CpuChunkMemory cm = PredictCpuChunkMemory({.micro_batch = t.micro_batch,
+                                                       .seq_len = m.seq_len,
+                                                       .hidden = m.hidden,
+                                                       .ffn_hidden = m.ffn_hidden,
+                                                       .heads = m.heads,
+                                                       .vocab = m.vocab,
+                                                       .layers = layers,
+                                                       .first = s == 0,
+                                                       .last = s == num_stages - 1,
+                                                       .tp = par.tp,
+                                                       .sp = par.sp});
       sc.params = cm.params;
       sc.param_bytes = cm.param_bytes;
       sc.grad_bytes = cm.grad_bytes;

@@ -64,7 +64,8 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
     return static_cast<std::int64_t>(factor * static_cast<double>(c.tp - 1) /
                                      static_cast<double>(c.tp) * static_cast<double>(elems * kF));
   };
-  const std::int64_t per_pass = c.sp ? 2 * (ring(1.0, n * h) + ring(1.0, n * h)) : 2 * ring(2.0, n * h);
+  const std::int64_t per_pass =
+      c.sp ? 2 * (ring(1.0, n * h) + ring(1.0, n * h)) : 2 * ring(2.0, n * h);
   std::int64_t tp_mb = layers * 2 * per_pass;
   if (c.last && c.sp) tp_mb += ring(2.0, 1);
   std::int64_t replicated = layers * 6 * h;

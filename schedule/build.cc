@@ -38,7 +38,8 @@ Expected<Schedule> ComputeSchedule(const JobSpec& job, int microbatches) {
   auto s = g->generate({job.parallel.pp, job.parallel.vpp, microbatches});
   if (!s) {
     YamlFields f{job.path};
-    const YAML::Node at = job.root["microbatches"] ? job.root["microbatches"] : job.root["schedule"];
+    const YAML::Node at =
+        job.root["microbatches"] ? job.root["microbatches"] : job.root["schedule"];
     return f.At(at, "microbatches", s.error().message);
   }
   return s;

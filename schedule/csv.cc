@@ -81,8 +81,8 @@ Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& 
   s.num_microbatches = max_mb + 1;
   for (int st = 0; st < s.num_stages; ++st) {
     if (owner[static_cast<std::size_t>(st)] < 0) {
-      return Error::BadInput(path + ": stage " + std::to_string(st) +
-                             " never appears, but stage " + std::to_string(max_stage) +
+      return Error::BadInput(path + ": stage " + std::to_string(st) + " never appears, but stage " +
+                             std::to_string(max_stage) +
                              " does (stages are numbered from 0 without gaps)");
     }
   }

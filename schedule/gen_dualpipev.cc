@@ -26,7 +26,8 @@ namespace pipetwin {
 
 Expected<Schedule> GenerateDualPipeV(const GeneratorParams& p) {
   if (p.vpp != 1 && p.vpp != 2) {
-    return Error::BadInput("dualpipev: vpp must be 2 (DualPipeV always places two chunks per rank)");
+    return Error::BadInput(
+        "dualpipev: vpp must be 2 (DualPipeV always places two chunks per rank)");
   }
   if (p.microbatches < 2 * p.pp - 1) {
     return Error::BadInput("dualpipev: needs at least 2·pp − 1 = " + std::to_string(2 * p.pp - 1) +

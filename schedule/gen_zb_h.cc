@@ -44,7 +44,8 @@ Expected<Schedule> GenerateZbH1(const GeneratorParams& p) {
   auto s = NewSchedule("zb-h1", p, 1, false);
   if (!s) return s;
   const int pp = p.pp;
-  EmitZeroBubbleH(*s, [pp](int r) { return pp - r; }, [](int r) { return r; });
+  EmitZeroBubbleH(
+      *s, [pp](int r) { return pp - r; }, [](int r) { return r; });
   return s;
 }
 
@@ -53,7 +54,8 @@ Expected<Schedule> GenerateZbH2(const GeneratorParams& p) {
   auto s = NewSchedule("zb-h2", p, 1, false);
   if (!s) return s;
   const int pp = p.pp;
-  EmitZeroBubbleH(*s, [pp](int r) { return 2 * (pp - r) - 1; }, [](int r) { return 2 * r; });
+  EmitZeroBubbleH(
+      *s, [pp](int r) { return 2 * (pp - r) - 1; }, [](int r) { return 2 * r; });
   return s;
 }
 

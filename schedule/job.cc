@@ -26,9 +26,9 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
     int* out;
     long long min, max;
   };
-  const IntField ints[] = {{"pp", &p->pp, 1, 4096},    {"vpp", &p->vpp, 1, 64},
-                           {"dp", &p->dp, 1, 65536},   {"tp", &p->tp, 1, 1024},
-                           {"cp", &p->cp, 1, 1024},    {"zero", &p->zero, 0, 3}};
+  const IntField ints[] = {{"pp", &p->pp, 1, 4096},  {"vpp", &p->vpp, 1, 64},
+                           {"dp", &p->dp, 1, 65536}, {"tp", &p->tp, 1, 1024},
+                           {"cp", &p->cp, 1, 1024},  {"zero", &p->zero, 0, 3}};
   for (const IntField& i : ints) {
     if (!n[i.key]) continue;
     auto v = f.Int(n[i.key], std::string("parallel.") + i.key, i.min, i.max);
@@ -42,7 +42,8 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
     if (p->sp && p->tp < 2) {
       return f.At(n["sp"], "parallel.sp",
                   "sequence parallelism splits the tensor-parallel region, so it needs tp ≥ 2 "
-                  "(got tp " + std::to_string(p->tp) + ")");
+                  "(got tp " +
+                      std::to_string(p->tp) + ")");
     }
   }
   return OkStatus();
@@ -79,8 +80,8 @@ Status ParseCosts(const YamlFields& f, const YAML::Node& n, AbstractCosts* c) {
 }
 
 Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig* c) {
-  if (Status s = f.CheckKeys(n, "execution", {"steps", "warmup", "timeout_s", "seed",
-                                              "learning_rate", "recv_window"});
+  if (Status s = f.CheckKeys(
+          n, "execution", {"steps", "warmup", "timeout_s", "seed", "learning_rate", "recv_window"});
       !s) {
     return s;
   }
@@ -148,8 +149,9 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
     return s.error();
   }
   if (!root["schedule"]) {
-    return f.At(root, "schedule", "missing (one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
-                                  "zbv, dualpipev, csv:PATH)");
+    return f.At(root, "schedule",
+                "missing (one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
+                "zbv, dualpipev, csv:PATH)");
   }
   auto sched = f.String(root["schedule"], "schedule");
   if (!sched) return sched.error();
@@ -205,8 +207,7 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
                   job.schedule + " always places two chunks per rank: vpp must be 2 or left out");
     }
     job.parallel.vpp = 2;
-  } else if (job.schedule != "interleaved-1f1b" && !job.IsCsvSchedule() &&
-             job.parallel.vpp != 1) {
+  } else if (job.schedule != "interleaved-1f1b" && !job.IsCsvSchedule() && job.parallel.vpp != 1) {
     return f.At(vpp_node, "parallel.vpp",
                 "must be 1 for " + job.schedule +
                     " (several chunks per rank: interleaved-1f1b, zbv, dualpipev)");

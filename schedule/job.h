@@ -43,17 +43,17 @@ struct AbstractCosts {
 
 // The job file's `execution:` section: how `pipetwin run` executes the step.
 struct ExecutionConfig {
-  int steps = 3;            // measured steps
-  int warmup = 1;           // steps run before measuring
-  double timeout_s = 300;   // a receive or collective that stalls longer fails the run
-  std::uint64_t seed = 1;   // synthetic data
+  int steps = 3;           // measured steps
+  int warmup = 1;          // steps run before measuring
+  double timeout_s = 300;  // a receive or collective that stalls longer fails the run
+  std::uint64_t seed = 1;  // synthetic data
   double learning_rate = 1e-3;
-  int recv_window = 8;      // receives posted ahead, in program order
+  int recv_window = 8;  // receives posted ahead, in program order
 };
 
 struct JobSpec {
-  std::string path;      // the file, for messages
-  std::string schedule;  // a generator name, or "csv:PATH"
+  std::string path;                 // the file, for messages
+  std::string schedule;             // a generator name, or "csv:PATH"
   std::optional<int> microbatches;  // absent: models/ derives it from `training:`
   bool optimizer_sync = true;
   ParallelConfig parallel;
@@ -65,7 +65,7 @@ struct JobSpec {
   YAML::Node root;
 
   bool IsCsvSchedule() const { return schedule.rfind("csv:", 0) == 0; }
-  std::string CsvPath() const;  // relative paths resolve against the job file's folder
+  std::string CsvPath() const;     // relative paths resolve against the job file's folder
   GeneratorParams Params() const;  // needs microbatches
 };
 

@@ -118,7 +118,8 @@ Schedule Lower(const Schedule& s, const LoweringOptions& opts) {
       }
     }
     auto& lowered = out.programs[static_cast<std::size_t>(r)];
-    lowered.reserve(prog.size() * (send_recv ? 2 : 1) + 2 * static_cast<std::size_t>(s.StagesPerRank()));
+    lowered.reserve(prog.size() * (send_recv ? 2 : 1) +
+                    2 * static_cast<std::size_t>(s.StagesPerRank()));
     for (std::size_t i = 0; i < prog.size(); ++i) {
       const Action& a = prog[i];
       const int st = a.stage;

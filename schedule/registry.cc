@@ -8,15 +8,14 @@ namespace {
 
 constexpr std::array<GeneratorInfo, 7> kGenerators = {{
     {"gpipe", "all forwards, then all backwards (Huang et al. 2019)", &GenerateGpipe, false},
-    {"1f1b", "one forward, one backward after a warm-up (PipeDream-Flush)", &Generate1F1B,
-     false},
+    {"1f1b", "one forward, one backward after a warm-up (PipeDream-Flush)", &Generate1F1B, false},
     {"interleaved-1f1b", "Megatron-LM's interleaved 1F1B, vpp chunks per rank",
      &GenerateInterleaved1F1B, false},
     {"zb-h1", "Zero Bubble ZB-H1: 1F1B memory, W fills the cool-down bubble", &GenerateZbH1, true},
     {"zb-h2", "Zero Bubble ZB-H2: longer warm-up, W fills every bubble", &GenerateZbH2, true},
     {"zbv", "Zero Bubble V: two chunks per rank in a V, split backward", &GenerateZbv, true},
-    {"dualpipev", "DualPipeV: DualPipe cut in half, two chunks per rank in a V",
-     &GenerateDualPipeV, true},
+    {"dualpipev", "DualPipeV: DualPipe cut in half, two chunks per rank in a V", &GenerateDualPipeV,
+     true},
 }};
 
 }  // namespace

@@ -39,9 +39,9 @@ std::string ReportToJson(const Report& r) {
     ranks.push_back(std::move(e));
   }
   j["ranks"] = std::move(ranks);
-  j["comm"] = {{"bytes_total", r.comm.total()},
-               {"by_group",
-                {{"pp", r.comm.pp}, {"dp", r.comm.dp}, {"tp", r.comm.tp}, {"cp", r.comm.cp}}}};
+  j["comm"] = {
+      {"bytes_total", r.comm.total()},
+      {"by_group", {{"pp", r.comm.pp}, {"dp", r.comm.dp}, {"tp", r.comm.tp}, {"cp", r.comm.cp}}}};
   j["throughput"] = {{"samples_per_s", r.throughput.samples_per_s},
                      {"tokens_per_s", r.throughput.tokens_per_s},
                      {"tflops_per_device", r.throughput.tflops_per_device},

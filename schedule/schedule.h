@@ -16,10 +16,10 @@
 namespace pipetwin {
 
 struct Schedule {
-  int num_ranks = 0;         // pipeline ranks (pp)
-  int num_stages = 0;        // model chunks in the pipeline (pp × chunks per rank)
-  int num_microbatches = 0;  // m
-  std::vector<int> stage_to_rank;             // size num_stages
+  int num_ranks = 0;               // pipeline ranks (pp)
+  int num_stages = 0;              // model chunks in the pipeline (pp × chunks per rank)
+  int num_microbatches = 0;        // m
+  std::vector<int> stage_to_rank;  // size num_stages
   std::vector<std::vector<Action>> programs;  // size num_ranks
 
   int StagesPerRank() const { return num_ranks > 0 ? num_stages / num_ranks : 0; }

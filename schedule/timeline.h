@@ -21,8 +21,8 @@ struct TimelineEvent {
   Stream stream = Stream::kCompute;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
-  std::int32_t peer = -1;           // the other rank of a SEND or RECV
-  std::int64_t bytes = 0;           // bytes sent (SEND, REDUCE_GRAD)
+  std::int32_t peer = -1;  // the other rank of a SEND or RECV
+  std::int64_t bytes = 0;  // bytes sent (SEND, REDUCE_GRAD)
 };
 
 struct Timeline {

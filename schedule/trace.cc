@@ -17,10 +17,14 @@ std::string Us(std::int64_t ns) {
 
 const char* StreamName(Stream s) {
   switch (s) {
-    case Stream::kCompute: return "compute";
-    case Stream::kSend: return "send";
-    case Stream::kRecv: return "recv";
-    case Stream::kCollective: return "collective";
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kSend:
+      return "send";
+    case Stream::kRecv:
+      return "recv";
+    case Stream::kCollective:
+      return "collective";
   }
   return "?";
 }
@@ -47,14 +51,14 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
   };
   for (int r = 0; r < t.num_ranks(); ++r) {
     const std::string pid = std::to_string(r);
-    emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid +
-         ",\"args\":{\"name\":\"rank " + pid + "\"}}");
+    emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"rank " +
+         pid + "\"}}");
     emit("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
          ",\"args\":{\"sort_index\":" + pid + "}}");
     for (int s = 0; s < kNumStreams; ++s) {
-      emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" +
-           std::to_string(s) + ",\"args\":{\"name\":\"" + StreamName(static_cast<Stream>(s)) +
-           "\"}}");
+      emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid +
+           ",\"tid\":" + std::to_string(s) + ",\"args\":{\"name\":\"" +
+           StreamName(static_cast<Stream>(s)) + "\"}}");
     }
   }
   // Flow ids: one per (stage, kind direction, microbatch) send→recv pair.
@@ -62,11 +66,16 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
   auto key_of = [](const Action& a) {
     // A SEND_F of stage s pairs with RECV_F of s + 1; SEND_B of s with RECV_B of s − 1.
     switch (a.kind) {
-      case ActionKind::kSendF: return std::make_tuple(a.stage, 0, a.microbatch);
-      case ActionKind::kRecvF: return std::make_tuple(a.stage - 1, 0, a.microbatch);
-      case ActionKind::kSendB: return std::make_tuple(a.stage, 1, a.microbatch);
-      case ActionKind::kRecvB: return std::make_tuple(a.stage + 1, 1, a.microbatch);
-      default: return std::make_tuple(-1, -1, -1);
+      case ActionKind::kSendF:
+        return std::make_tuple(a.stage, 0, a.microbatch);
+      case ActionKind::kRecvF:
+        return std::make_tuple(a.stage - 1, 0, a.microbatch);
+      case ActionKind::kSendB:
+        return std::make_tuple(a.stage, 1, a.microbatch);
+      case ActionKind::kRecvB:
+        return std::make_tuple(a.stage + 1, 1, a.microbatch);
+      default:
+        return std::make_tuple(-1, -1, -1);
     }
   };
   for (int r = 0; r < t.num_ranks(); ++r) {
@@ -84,9 +93,9 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
       std::string ev = "{\"ph\":\"X\",\"name\":\"" + name + "\",\"cat\":\"" +
                        std::string(KindName(e.action.kind)) + "\",\"pid\":" + pid +
                        ",\"tid\":" + tid + ",\"ts\":" + Us(e.start_ns) +
-                       ",\"dur\":" + Us(e.end_ns - e.start_ns) + ",\"args\":{\"stage\":" +
-                       std::to_string(e.action.stage) + ",\"microbatch\":" +
-                       std::to_string(e.action.microbatch);
+                       ",\"dur\":" + Us(e.end_ns - e.start_ns) +
+                       ",\"args\":{\"stage\":" + std::to_string(e.action.stage) +
+                       ",\"microbatch\":" + std::to_string(e.action.microbatch);
       if (e.peer >= 0) ev += ",\"peer\":" + std::to_string(e.peer);
       if (e.bytes > 0) ev += ",\"bytes\":" + std::to_string(e.bytes);
       ev += "}}";
@@ -99,8 +108,8 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
         // The arrow leaves the send where the transfer starts and lands where it ends.
         emit(std::string("{\"ph\":\"") + (send ? "s" : "f") +
              "\",\"name\":\"p2p\",\"cat\":\"p2p\",\"id\":" + std::to_string(it->second) +
-             ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" +
-             Us(send ? e.start_ns : e.end_ns) + (recv ? ",\"bp\":\"e\"" : "") + "}");
+             ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + Us(send ? e.start_ns : e.end_ns) +
+             (recv ? ",\"bp\":\"e\"" : "") + "}");
       }
     }
   }

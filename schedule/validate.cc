@@ -18,11 +18,10 @@ class ActionTable {
                static_cast<std::size_t>(microbatches),
            kNone) {}
   int& at(ActionKind k, int stage, int mb) {
-    const std::size_t i =
-        (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages_) +
-         static_cast<std::size_t>(stage)) *
-            static_cast<std::size_t>(mbs_) +
-        static_cast<std::size_t>(std::max(mb, 0));
+    const std::size_t i = (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages_) +
+                           static_cast<std::size_t>(stage)) *
+                              static_cast<std::size_t>(mbs_) +
+                          static_cast<std::size_t>(std::max(mb, 0));
     return v_[i];
   }
 
@@ -80,9 +79,9 @@ std::string FormatGrid(const Schedule& s, const std::vector<std::pair<int, int>>
     const auto& prog = s.programs[r];
     for (std::size_t i = lo; i < hi; ++i) {
       std::string cell = i < prog.size() ? prog[i].ToString() : "";
-      const bool marked = std::find(marks.begin(), marks.end(),
-                                    std::pair<int, int>(static_cast<int>(r),
-                                                        static_cast<int>(i))) != marks.end();
+      const bool marked =
+          std::find(marks.begin(), marks.end(),
+                    std::pair<int, int>(static_cast<int>(r), static_cast<int>(i))) != marks.end();
       if (marked) cell = ">" + (cell.empty() ? std::string("(end)") : cell) + "<";
       pad(cell);
     }
@@ -94,8 +93,7 @@ std::string FormatGrid(const Schedule& s, const std::vector<std::pair<int, int>>
 Status ValidateSchedule(const Schedule& s, const std::string& source) {
   const int S = s.num_stages;
   const int M = s.num_microbatches;
-  if (s.num_ranks < 1 || S < 1 || M < 1 ||
-      static_cast<int>(s.stage_to_rank.size()) != S ||
+  if (s.num_ranks < 1 || S < 1 || M < 1 || static_cast<int>(s.stage_to_rank.size()) != S ||
       static_cast<int>(s.programs.size()) != s.num_ranks) {
     return Error::BadInput(source + ": invalid schedule: empty or inconsistent shape");
   }
@@ -108,23 +106,28 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
       const Action& a = prog[static_cast<std::size_t>(i)];
       if (a.stage < 0 || a.stage >= S) {
-        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + " names stage " +
-                                   std::to_string(a.stage) + ", but stages are 0.." +
-                                   std::to_string(S - 1), {{r, i}});
+        return Fail(s, source,
+                    RankStep(r, i) + ": " + a.ToString() + " names stage " +
+                        std::to_string(a.stage) + ", but stages are 0.." + std::to_string(S - 1),
+                    {{r, i}});
       }
       if (rank_of(a.stage) != r) {
-        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + ": stage " +
-                                   std::to_string(a.stage) + " lives on rank " +
-                                   std::to_string(rank_of(a.stage)), {{r, i}});
+        return Fail(s, source,
+                    RankStep(r, i) + ": " + a.ToString() + ": stage " + std::to_string(a.stage) +
+                        " lives on rank " + std::to_string(rank_of(a.stage)),
+                    {{r, i}});
       }
       if (HasMicrobatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M)) {
-        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() + ": microbatch out of 0.." +
-                                   std::to_string(M - 1), {{r, i}});
+        return Fail(s, source,
+                    RankStep(r, i) + ": " + a.ToString() + ": microbatch out of 0.." +
+                        std::to_string(M - 1),
+                    {{r, i}});
       }
       int& p = pos.at(a.kind, a.stage, a.microbatch);
       if (p != kNone) {
-        return Fail(s, source, RankStep(r, i) + ": " + a.ToString() +
-                                   " appears twice (first at step " + std::to_string(p) + ")",
+        return Fail(s, source,
+                    RankStep(r, i) + ": " + a.ToString() + " appears twice (first at step " +
+                        std::to_string(p) + ")",
                     {{r, p}, {r, i}});
       }
       p = i;
@@ -142,7 +145,9 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
                std::to_string(r) + ")";
       };
       if (pos.at(ActionKind::kForward, st, mb) == kNone) {
-        return Fail(s, source, where() + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(), {});
+        return Fail(s, source,
+                    where() + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(),
+                    {});
       }
       const int b = pos.at(ActionKind::kBackward, st, mb);
       const int in = pos.at(ActionKind::kBackwardInput, st, mb);
@@ -153,10 +158,10 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       }
       if (b == kNone && (in == kNone || w == kNone)) {
         const char* missing = in == kNone && w == kNone ? "no backward (B, or I and W)"
-                              : in == kNone            ? "a W without its I"
-                                                       : "an I without its W";
+                              : in == kNone             ? "a W without its I"
+                                                        : "an I without its W";
         return Fail(s, source, where() + ": " + missing,
-                    in != kNone ? std::vector<std::pair<int, int>>{{r, in}}
+                    in != kNone  ? std::vector<std::pair<int, int>>{{r, in}}
                     : w != kNone ? std::vector<std::pair<int, int>>{{r, w}}
                                  : std::vector<std::pair<int, int>>{});
       }
@@ -201,9 +206,9 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       if (pa == kNone || pb == kNone || pa < pb) return OkStatus();
       const std::string na = Action{sa, ka, mb}.ToString();
       const std::string nb = Action{sb, kb, mb}.ToString();
-      return Fail(s, source, "rank " + std::to_string(r) + ": " + nb + " (step " +
-                                 std::to_string(pb) + ") comes before " + na + " (step " +
-                                 std::to_string(pa) + "): " + why,
+      return Fail(s, source,
+                  "rank " + std::to_string(r) + ": " + nb + " (step " + std::to_string(pb) +
+                      ") comes before " + na + " (step " + std::to_string(pa) + "): " + why,
                   {{r, pa}, {r, pb}});
     };
     int last_grad = kNone;
@@ -218,7 +223,8 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
                  "a forward needs its input received first"),
           before(ActionKind::kForward, st, ActionKind::kSendF, st, mb,
                  "a send needs the forward's output"),
-          before(ActionKind::kRecvB, st, ig, st, mb, "a backward needs its gradient received first"),
+          before(ActionKind::kRecvB, st, ig, st, mb,
+                 "a backward needs its gradient received first"),
           before(ig, st, ActionKind::kSendB, st, mb, "a send needs the backward's input gradient"),
       };
       for (const Status& c : checks) {
@@ -233,26 +239,28 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       }
       if (st < S - 1 && rank_of(st + 1) == r) {
         const bool split_next = pos.at(ActionKind::kBackward, st + 1, mb) == kNone;
-        if (Status c = before(split_next ? ActionKind::kBackwardInput : ActionKind::kBackward,
-                              st + 1, ig, st, mb,
-                              "a chunk's backward needs the next chunk's input gradient");
+        if (Status c =
+                before(split_next ? ActionKind::kBackwardInput : ActionKind::kBackward, st + 1, ig,
+                       st, mb, "a chunk's backward needs the next chunk's input gradient");
             !c) {
           return c;
         }
       }
-      last_grad = std::max(last_grad, pos.at(split ? ActionKind::kBackwardWeight
-                                                   : ActionKind::kBackward, st, mb));
+      last_grad = std::max(
+          last_grad, pos.at(split ? ActionKind::kBackwardWeight : ActionKind::kBackward, st, mb));
     }
     const int rg = pos.at(ActionKind::kReduceGrad, st, 0);
     const int opt = pos.at(ActionKind::kOptimizer, st, 0);
     if (rg != kNone && rg < last_grad) {
-      return Fail(s, source, "rank " + std::to_string(r) + ": " + std::to_string(st) +
-                                 "REDUCE_GRAD comes before the last gradient of its stage",
+      return Fail(s, source,
+                  "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                      "REDUCE_GRAD comes before the last gradient of its stage",
                   {{r, rg}, {r, last_grad}});
     }
     if (opt != kNone && (opt < last_grad || (rg != kNone && opt < rg))) {
-      return Fail(s, source, "rank " + std::to_string(r) + ": " + std::to_string(st) +
-                                 "OPT comes before its stage's gradients are complete",
+      return Fail(s, source,
+                  "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                      "OPT comes before its stage's gradients are complete",
                   {{r, opt}, {r, std::max(last_grad, rg)}});
     }
   }
@@ -324,8 +332,8 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
           waits = "the next stage's backward of microbatch " + std::to_string(a.microbatch);
           break;
       }
-      why += "\n  " + RankStep(r, static_cast<int>(i)) + ": " + a.ToString() + " waits for " +
-             waits;
+      why +=
+          "\n  " + RankStep(r, static_cast<int>(i)) + ": " + a.ToString() + " waits for " + waits;
       marks.emplace_back(r, static_cast<int>(i));
     }
     return Fail(s, source, why, marks);

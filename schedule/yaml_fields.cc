@@ -45,14 +45,14 @@ Status YamlFields::CheckKeys(const YAML::Node& map, std::string_view section,
 Status YamlFields::CheckKeys(const YAML::Node& map, std::string_view section,
                              const std::vector<std::string>& allowed) const {
   if (!map.IsDefined() || map.IsNull()) return OkStatus();
-  if (!map.IsMap()) return At(map, section, "must be a mapping of keys to values, got " + Shown(map));
+  if (!map.IsMap())
+    return At(map, section, "must be a mapping of keys to values, got " + Shown(map));
   for (auto it = map.begin(); it != map.end(); ++it) {
     const std::string key = it->first.Scalar();
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok) {
-      return At(it->first, section,
-                "unknown key '" + key + "' (allowed: " + Join(allowed) + ")");
+      return At(it->first, section, "unknown key '" + key + "' (allowed: " + Join(allowed) + ")");
     }
   }
   return OkStatus();
@@ -60,8 +60,8 @@ Status YamlFields::CheckKeys(const YAML::Node& map, std::string_view section,
 
 Expected<long long> YamlFields::Int(const YAML::Node& node, std::string_view key, long long min,
                                     long long max) const {
-  const std::string range = "must be an integer in [" + std::to_string(min) + ", " +
-                            std::to_string(max) + "], got ";
+  const std::string range =
+      "must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got ";
   if (!node.IsScalar()) return At(node, key, range + Shown(node));
   const std::string& s = node.Scalar();
   std::size_t pos = 0;

@@ -50,7 +50,8 @@ std::string AsciiTimeline(const Timeline& t, int stages_per_rank, int max_column
     out += "\n";
   }
   char legend[96];
-  std::snprintf(legend, sizeof legend, "(one column = %.6g ms; ~ continues the action to its left)\n",
+  std::snprintf(legend, sizeof legend,
+                "(one column = %.6g ms; ~ continues the action to its left)\n",
                 static_cast<double>(quantum) * 1e-6);
   out += legend;
   return out;

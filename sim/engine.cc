@@ -12,9 +12,7 @@ struct Event {
   std::uint64_t seq;
   std::int32_t rank;
   // Min-heap on (time, seq): earliest first, ties in insertion order.
-  bool operator>(const Event& o) const {
-    return time != o.time ? time > o.time : seq > o.seq;
-  }
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
 struct Link {
@@ -24,8 +22,8 @@ struct Link {
 
 struct RankState {
   std::size_t pc = 0;
-  SimTime cursor;      // when the rank may issue its next action
-  SimTime coll_free;   // collective stream
+  SimTime cursor;     // when the rank may issue its next action
+  SimTime coll_free;  // collective stream
   bool passed_barrier = false;
   bool started = false;
   std::vector<Link> links;
@@ -36,7 +34,10 @@ constexpr std::int64_t kUnknown = -1;
 class Engine {
  public:
   Engine(const Schedule& s, const CostTable& c, const EngineOptions& o, SimObserver* obs)
-      : s_(s), c_(c), opts_(o), obs_(obs),
+      : s_(s),
+        c_(c),
+        opts_(o),
+        obs_(obs),
         ranks_(static_cast<std::size_t>(s.num_ranks)),
         arrival_(static_cast<std::size_t>(s.num_stages) *
                      static_cast<std::size_t>(s.num_microbatches) * 2,
@@ -72,7 +73,9 @@ class Engine {
 
   std::size_t Slot(int sender_stage, int mb, int dir) const {
     return (static_cast<std::size_t>(sender_stage) * static_cast<std::size_t>(s_.num_microbatches) +
-            static_cast<std::size_t>(mb)) * 2 + static_cast<std::size_t>(dir);
+            static_cast<std::size_t>(mb)) *
+               2 +
+           static_cast<std::size_t>(dir);
   }
 
   Link& LinkTo(RankState& st, int to) {
@@ -101,11 +104,16 @@ class Engine {
   SimTime ComputeCost(const Action& a) const {
     const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
     switch (a.kind) {
-      case ActionKind::kForward: return t.forward;
-      case ActionKind::kBackward: return t.backward;
-      case ActionKind::kBackwardInput: return t.backward_input;
-      case ActionKind::kBackwardWeight: return t.backward_weight;
-      case ActionKind::kOptimizer: return t.optimizer;
+      case ActionKind::kForward:
+        return t.forward;
+      case ActionKind::kBackward:
+        return t.backward;
+      case ActionKind::kBackwardInput:
+        return t.backward_input;
+      case ActionKind::kBackwardWeight:
+        return t.backward_weight;
+      case ActionKind::kOptimizer:
+        return t.optimizer;
       case ActionKind::kSendF:
       case ActionKind::kRecvF:
       case ActionKind::kSendB:

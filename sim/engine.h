@@ -35,7 +35,9 @@ class SimObserver {
 // Records the full Timeline (the trace, the ASCII view and the report read it).
 class TimelineRecorder final : public SimObserver {
  public:
-  explicit TimelineRecorder(int num_ranks) { timeline_.events.resize(static_cast<std::size_t>(num_ranks)); }
+  explicit TimelineRecorder(int num_ranks) {
+    timeline_.events.resize(static_cast<std::size_t>(num_ranks));
+  }
   void OnEvent(int rank, const TimelineEvent& e) override {
     timeline_.events[static_cast<std::size_t>(rank)].push_back(e);
   }
@@ -54,7 +56,7 @@ struct RankStats {
   SimTime first_start;  // first action's start
   SimTime last_end;     // last action's end
   SimTime compute_busy;
-  SimTime dp_exposed;    // gradient reduction still running when the rank reached its OPT
+  SimTime dp_exposed;  // gradient reduction still running when the rank reached its OPT
   std::int64_t bytes_sent_pp = 0;
   std::int64_t bytes_sent_dp = 0;
 };

@@ -44,7 +44,6 @@ RankMemory CpuExecutorRankMemory(const Schedule& s, int pp_rank, const models::J
 // and adds memory, `fits`, throughput, MFU, the step breakdown and communication bytes.
 // per_world_rank = false keeps one row per pipeline rank (parameter sweeps).
 void AddModelReport(Report& r, const ParallelConfig& par, const Schedule& s, const SimStats& st,
-                    const models::JobCosts& jc, bool per_world_rank = true,
-                    int recv_window = 8);
+                    const models::JobCosts& jc, bool per_world_rank = true, int recv_window = 8);
 
 }  // namespace pipetwin

@@ -25,7 +25,10 @@ class SimTime {
   constexpr std::int64_t nanos() const { return ns_; }
   double ToMillis() const { return static_cast<double>(ns_) * 1e-6; }
 
-  constexpr SimTime& operator+=(SimTime o) { ns_ += o.ns_; return *this; }
+  constexpr SimTime& operator+=(SimTime o) {
+    ns_ += o.ns_;
+    return *this;
+  }
   friend constexpr SimTime operator+(SimTime a, SimTime b) { return SimTime(a.ns_ + b.ns_); }
   friend constexpr SimTime operator-(SimTime a, SimTime b) { return SimTime(a.ns_ - b.ns_); }
   friend constexpr auto operator<=>(SimTime, SimTime) = default;

@@ -62,10 +62,9 @@ Report BuildReport(const JobSpec& job, const Schedule& s, const SimStats& stats)
     k.rank = r;
     k.compute_busy_ms = rs.compute_busy.ToMillis();
     k.span_ms = (rs.last_end - rs.first_start).ToMillis();
-    k.bubble_fraction =
-        iteration.nanos() > 0
-            ? 1.0 - static_cast<double>(rs.compute_busy.nanos()) / static_cast<double>(iteration.nanos())
-            : 0.0;
+    k.bubble_fraction = iteration.nanos() > 0 ? 1.0 - static_cast<double>(rs.compute_busy.nanos()) /
+                                                          static_cast<double>(iteration.nanos())
+                                              : 0.0;
     k.comm_bytes_sent = rs.bytes_sent_pp + rs.bytes_sent_dp;
     const InflightPeaks peaks = ComputeInflightPeaks(s.programs[static_cast<std::size_t>(r)]);
     k.peak_inflight_microbatches = peaks.inflight;

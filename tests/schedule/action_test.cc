@@ -23,7 +23,7 @@ TEST(Action, ParsesPyTorchSyntax) {
 }
 
 TEST(Action, RoundTripsEveryKind) {
-  const char* texts[] = {"0F1",     "1B3",     "0I1",     "0W1",     "3SEND_F1",
+  const char* texts[] = {"0F1",      "1B3",      "0I1",      "0W1",          "3SEND_F1",
                          "1RECV_F0", "2SEND_B9", "1RECV_B0", "7REDUCE_GRAD", "0OPT"};
   for (const char* t : texts) {
     auto a = Action::Parse(t);
@@ -33,8 +33,8 @@ TEST(Action, RoundTripsEveryKind) {
 }
 
 TEST(Action, RejectsMalformedText) {
-  for (const char* t : {"", "F0", "2X0", "2F", "2F-1", "2Fa", "2OPT3", "2REDUCE_GRAD1", "2f0",
-                        "99999999999F0"}) {
+  for (const char* t :
+       {"", "F0", "2X0", "2F", "2F-1", "2Fa", "2OPT3", "2REDUCE_GRAD1", "2f0", "99999999999F0"}) {
     auto a = Action::Parse(t);
     EXPECT_FALSE(a.ok()) << t;
     if (!a.ok()) {

@@ -29,8 +29,8 @@ class Golden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Golden, ReproducesTheZeroBubblePaperFigure) {
   const std::string name = GetParam();
-  const std::string golden = ReadFile(std::string(PIPETWIN_SHARED_DIR) + "/reference/" + name +
-                                      "-p4-m8.csv");
+  const std::string golden =
+      ReadFile(std::string(PIPETWIN_SHARED_DIR) + "/reference/" + name + "-p4-m8.csv");
   ASSERT_FALSE(golden.empty()) << "missing golden file for " << name;
   EXPECT_EQ(WriteScheduleCsv(Gen(name.c_str(), 4, 8), CsvFormat::kComputeOnly), golden);
 }
@@ -61,8 +61,7 @@ TEST(Generators, AllValidateOverTheGrid) {
         }
         Schedule lowered = Lower(*s, {.reduce_grad = true, .optimizer = true});
         Status st = ValidateSchedule(lowered, std::string(g.name));
-        ASSERT_TRUE(st.ok()) << g.name << " pp " << pp << " m " << m << "\n"
-                             << st.error().message;
+        ASSERT_TRUE(st.ok()) << g.name << " pp " << pp << " m " << m << "\n" << st.error().message;
         ++checked;
       }
     }

@@ -69,8 +69,7 @@ TEST(Validate, RejectsCountsAndDuplicates) {
   EXPECT_NE(st.error().message.find("an I without its W"), std::string::npos);
   st = ValidateText("0F0,0W0,0I0\n");
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("0W0 (step 1) comes before 0I0 (step 2)"),
-            std::string::npos)
+  EXPECT_NE(st.error().message.find("0W0 (step 1) comes before 0I0 (step 2)"), std::string::npos)
       << st.error().message;
   st = ValidateText("0F0,0B0,0I0,0W0\n");
   ASSERT_FALSE(st.ok());

@@ -77,12 +77,14 @@ TEST(ModelSim, RankMemoryFollowsTheInflightCount) {
   ASSERT_TRUE(r.ok());
   for (int q = 0; q < 4; ++q) {
     const models::StageCost& c = jc->stages[static_cast<std::size_t>(q)];
-    const std::int64_t fixed = c.param_bytes + c.grad_bytes + c.optimizer_bytes + c.comm_buffer_bytes;
+    const std::int64_t fixed =
+        c.param_bytes + c.grad_bytes + c.optimizer_bytes + c.comm_buffer_bytes;
     // At the last warm-up F, 4 − q microbatches are in flight and nothing waits for W yet
     // (each I of ZB-H1 comes after its stage's warm-up). During the first I: one more W part.
     const std::int64_t at_f = (4 - q) * c.activation_bytes_per_microbatch;
     const std::int64_t at_i = at_f + c.activation_transient_bytes + c.activation_bytes_pending_w;
-    const RankMemory m = RankMemoryOverProgram(r->schedule.programs[static_cast<std::size_t>(q)], *jc);
+    const RankMemory m =
+        RankMemoryOverProgram(r->schedule.programs[static_cast<std::size_t>(q)], *jc);
     EXPECT_GE(m.peak, fixed + std::max(at_f, at_i)) << q;
     // And never more than every in-flight microbatch plus every pending W at once.
     EXPECT_LE(m.peak, fixed + (4 - q) * c.activation_bytes_per_microbatch +
@@ -98,8 +100,10 @@ TEST(ModelSim, RankMemoryFollowsTheInflightCount) {
   ASSERT_TRUE(r1.ok());
   for (int q = 0; q < 4; ++q) {
     const models::StageCost& c = jc->stages[static_cast<std::size_t>(q)];
-    const std::int64_t fixed = c.param_bytes + c.grad_bytes + c.optimizer_bytes + c.comm_buffer_bytes;
-    const RankMemory m = RankMemoryOverProgram(r1->schedule.programs[static_cast<std::size_t>(q)], *jc);
+    const std::int64_t fixed =
+        c.param_bytes + c.grad_bytes + c.optimizer_bytes + c.comm_buffer_bytes;
+    const RankMemory m =
+        RankMemoryOverProgram(r1->schedule.programs[static_cast<std::size_t>(q)], *jc);
     EXPECT_EQ(m.peak, fixed + std::max<std::int64_t>((4 - q) * c.activation_bytes_per_microbatch,
                                                      (3 - q) * c.activation_bytes_per_microbatch +
                                                          c.activation_transient_bytes))
@@ -115,7 +119,8 @@ TEST(ModelSim, ReportsWhenAJobDoesNotFit) {
   const auto& mem = r.report.extra["memory"];
   EXPECT_FALSE(mem["fits"].get<bool>());
   const std::int64_t worst = mem["worst_peak_bytes"].get<std::int64_t>();
-  EXPECT_EQ(mem["shortfall_bytes"].get<std::int64_t>(), worst - mem["device_memory_bytes"].get<std::int64_t>());
+  EXPECT_EQ(mem["shortfall_bytes"].get<std::int64_t>(),
+            worst - mem["device_memory_bytes"].get<std::int64_t>());
   EXPECT_GT(mem["shortfall_bytes"].get<std::int64_t>(), 0);
 }
 

@@ -19,13 +19,13 @@ SimResult Sim(const std::string& schedule, int pp, int m, int vpp, Costs c, bool
               int dp = 1) {
   const std::string yaml =
       "schedule: " + schedule + "\nmicrobatches: " + std::to_string(m) +
-      "\noptimizer_sync: " + (sync ? "true" : "false") + "\nparallel: {pp: " +
-      std::to_string(pp) + ", vpp: " + std::to_string(vpp) + ", dp: " + std::to_string(dp) +
+      "\noptimizer_sync: " + (sync ? "true" : "false") + "\nparallel: {pp: " + std::to_string(pp) +
+      ", vpp: " + std::to_string(vpp) + ", dp: " + std::to_string(dp) +
       "}\ncosts: {forward_ms: " + std::to_string(c.f) +
       ", backward_input_ms: " + std::to_string(c.i) +
       ", backward_weight_ms: " + std::to_string(c.w) + ", p2p_ms: " + std::to_string(c.p2p) +
-      ", optimizer_ms: " + std::to_string(c.opt) + ", dp_reduce_ms: " +
-      std::to_string(c.dp_reduce) + "}\n";
+      ", optimizer_ms: " + std::to_string(c.opt) +
+      ", dp_reduce_ms: " + std::to_string(c.dp_reduce) + "}\n";
   auto job = ParseJob(yaml, "test.yaml");
   EXPECT_TRUE(job.ok()) << job.error().message;
   auto r = Simulate(*job);
@@ -38,7 +38,8 @@ constexpr double kEps = 1e-9;
 struct Shape {
   int pp, m;
 };
-const Shape kShapes[] = {{1, 1}, {2, 2}, {2, 5}, {4, 4}, {4, 8}, {4, 13}, {8, 8}, {8, 32}, {16, 64}};
+const Shape kShapes[] = {{1, 1},  {2, 2}, {2, 5},  {4, 4},  {4, 8},
+                         {4, 13}, {8, 8}, {8, 32}, {16, 64}};
 
 TEST(ClosedForm, GpipeAnd1F1BBubbleFraction) {
   for (const char* name : {"gpipe", "1f1b"}) {

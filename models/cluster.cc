@@ -143,9 +143,9 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
   c.device = *FindDevice("a100-sxm-80gb");
   bool nodes_given = false;
   if (node && !node.IsNull()) {
-    if (Status s = f.CheckKeys(
-            node, "cluster",
-            {"device", "gpus_per_node", "nodes", "intra_node", "inter_node", "rank_order"});
+    if (Status s = f.CheckKeys(node, "cluster",
+                               {"device", "gpus_per_node", "nodes", "intra_node", "inter_node",
+                                "rank_order", "dp_reduction", "parameter_servers"});
         !s) {
       return s.error();
     }
@@ -165,6 +165,19 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
       if (!x) return x.error();
       c.nodes = static_cast<int>(*x);
       nodes_given = true;
+    }
+    if (const YAML::Node v = node["dp_reduction"]) {
+      Expected<std::string> x =
+          f.Choice(v, "cluster.dp_reduction", {"ring", "tree", "parameter-server"});
+      if (!x) return x.error();
+      c.dp_reduction = *x == "ring"   ? ClusterConfig::DpReduction::kRing
+                       : *x == "tree" ? ClusterConfig::DpReduction::kTree
+                                      : ClusterConfig::DpReduction::kParameterServer;
+    }
+    if (const YAML::Node v = node["parameter_servers"]) {
+      Expected<long long> x = f.Int(v, "cluster.parameter_servers", 1, 1 << 20);
+      if (!x) return x.error();
+      c.parameter_servers = static_cast<int>(*x);
     }
     if (const YAML::Node v = node["rank_order"]) {
       Expected<std::string> x = f.String(v, "cluster.rank_order");

@@ -73,6 +73,12 @@ struct ClusterConfig {
   Link intra;                            // NVLink, per GPU per direction
   Link inter;                            // InfiniBand, per GPU (one NIC each) per direction
   DimOrder rank_order = kMegatronOrder;  // `rank_order: tp-cp-dp-pp`, innermost first
+  // How data parallelism reduces gradients without ZeRO (`dp_reduction:`): ring all-reduce
+  // (NCCL's default for large buffers), tree all-reduce, or `parameter_servers` parameter
+  // servers (push gradients, pull parameters), for the comparison users ask for.
+  enum class DpReduction { kRing, kTree, kParameterServer };
+  DpReduction dp_reduction = DpReduction::kRing;
+  int parameter_servers = 1;
   int world_size() const { return gpus_per_node * nodes; }
 };
 

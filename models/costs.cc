@@ -370,9 +370,20 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
     const double grad_full = static_cast<double>(sc.params) * bpp.grads;
     const double param_full = static_cast<double>(sc.params) * bpp.params;
     if (n_dp > 1) {
-      const Collective k = par.zero == 0 ? Collective::kAllReduceRing : Collective::kReduceScatter;
-      sc.dp_reduce_ms = CollectiveMs(k, grad_full, c.dp_group, c.topo);
-      sc.dp_reduce_bytes = BytesSentPerRank(k, grad_full, n_dp);
+      using DpReduction = ClusterConfig::DpReduction;
+      const DpReduction how = jc.cluster.dp_reduction;
+      const Collective k = par.zero != 0               ? Collective::kReduceScatter
+                           : how == DpReduction::kTree ? Collective::kAllReduceTree
+                                                       : Collective::kAllReduceRing;
+      if (par.zero == 0 && how == DpReduction::kParameterServer) {
+        // Each worker pushes its gradients and pulls the parameters back.
+        sc.dp_reduce_ms =
+            ParameterServerMs(grad_full, c.dp_group, jc.cluster.parameter_servers, c.topo);
+        sc.dp_reduce_bytes = grad_full;
+      } else {
+        sc.dp_reduce_ms = CollectiveMs(k, grad_full, c.dp_group, c.topo);
+        sc.dp_reduce_bytes = BytesSentPerRank(k, grad_full, n_dp);
+      }
       if (par.zero == 1 || par.zero == 2) {
         sc.param_allgather_ms =
             CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);

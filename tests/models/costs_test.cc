@@ -119,6 +119,34 @@ TEST(CostsTest, RealisticThroughputOnA100) {
   RecordProperty("predicted_tflops_per_a100", std::to_string(tflops));
 }
 
+// The DP reduction algorithm is the job's choice. One node of 8 GPUs, dp 8, latency 0: the
+// ring sends 2(n−1)/n·S, the tree 2·S, and 2 parameter servers take 2·max(1, n/p)·S = 8·S
+// through one worker's link, all at the same bandwidth.
+TEST(CostsTest, DpReductionRingTreeParameterServer) {
+  auto job = [](const std::string& how) {
+    return "schedule: 1f1b\nparallel: {pp: 1, dp: 8}\nmodel: {preset: gpt3-1.3b}\n"
+           "training: {global_batch: 64, micro_batch: 1}\n"
+           "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}, "
+           "dp_reduction: " +
+           how + ", parameter_servers: 2}\n";
+  };
+  Expected<JobCosts> ring = Costs(job("ring"), 1);
+  Expected<JobCosts> tree = Costs(job("tree"), 1);
+  Expected<JobCosts> ps = Costs(job("parameter-server"), 1);
+  ASSERT_TRUE(ring.ok()) << ring.error().message;
+  ASSERT_TRUE(tree.ok() && ps.ok());
+  const double r = ring->stages[0].dp_reduce_ms;
+  EXPECT_NEAR(tree->stages[0].dp_reduce_ms / r, 2.0 / (2.0 * 7 / 8), 1e-9);
+  EXPECT_NEAR(ps->stages[0].dp_reduce_ms / r, 8.0 / (2.0 * 7 / 8), 1e-9);
+  EXPECT_NEAR(ring->stages[0].dp_reduce_bytes, 2.0 * 7 / 8 * ps->stages[0].dp_reduce_bytes, 1);
+  auto bad = Costs(job("butterfly"), 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("cluster.dp_reduction: must be one of ring, tree, "
+                                     "parameter-server"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 TEST(CostsTest, UnevenSplit) {
   const std::string yaml =
       "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\n"

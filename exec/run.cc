@@ -362,8 +362,6 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     }
     if (e.stream != Stream::kRecv) last = std::max(last, e.end_ns);
   }
-  const std::int64_t sent =
-      (backend.BytesSent(0) + backend.BytesSent(1) + backend.BytesSent(2)) / total_steps;
   std::int64_t row[12] = {busy_ns,
                           std::max<std::int64_t>(first, 0),
                           last,
@@ -381,7 +379,6 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   PT_MPI_CHECK(
       MPI_Igather(row, 12, MPI_INT64_T, rows.data(), 12, MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
   WaitRequest(&req, exe->timeout_s, "gathering the report");
-  (void)sent;
   if (!res.root) return res;
 
   Report& rep = res.report;

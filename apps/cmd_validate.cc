@@ -87,19 +87,29 @@ std::string LoadAverage() {
 }
 
 std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command,
-                      const std::string& conditions) {
+                      const std::string& conditions, bool separate) {
   std::ostringstream o;
   o << "# Predicted against measured\n\n"
     << "Made by: `" << command << "`\n\n"
     << conditions << "\n\n"
-    << "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
-       "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
-       "`pipetwin compare`. Error = (predicted − measured) / measured; tolerance ±"
-    << 100.0 * tol << "%. Per-entry tables: `<label>/errors.md`.\n\n"
-    << "Replay: the same simulation with each action's time taken from the measured run itself "
-       "(median per stage and kind) instead of the calibration: its error is the schedule "
-       "model's own; the difference to the first error is the machine's drift between "
-       "calibration and run.\n\n"
+    << (separate
+            ? "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
+              "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
+              "`pipetwin compare`."
+            : "Each row: `pipetwin run --calibrate` (one run on the CPU backend whose steps after "
+              "warm-up alternate: calibration steps, from which the profile's per-action times "
+              "come, and measured steps, whose median is the measurement), `pipetwin simulate "
+              "--profile` (the prediction: it reads only the profile), `pipetwin compare`.")
+    << " Error = (predicted − measured) / measured; tolerance ±" << 100.0 * tol
+    << "%. Per-entry tables: `<label>/errors.md`.\n\n"
+    << (separate ? ""
+                 : "Jitter: this machine's cores change speed from one step to the next and a step "
+                   "waits for its slowest rank, so the prediction plays the step once per "
+                   "calibration step, each rank at the speed it had in that step, and reports "
+                   "the median, as the measurement does (sim/profile.h).\n\n")
+    << "Replay: the same simulation, without jitter, with each action's time taken from the "
+       "measured run itself (its median step's median per stage and kind) instead of the "
+       "calibration: a check of the schedule model alone.\n\n"
     << "| entry | pp | dp | tp | m | predicted ms | measured ms (min–max) | error | replay "
        "error | memory | bytes |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|:-:|\n";
   char b[512];
@@ -130,7 +140,7 @@ int CmdValidate(int argc, char** argv) {
   };
   auto a = ParseCmdArgs(argc, argv, 2,
                         {"--schedules", "--out", "--mpirun", "--tolerance", "--calibrate-steps"},
-                        {"--no-plots", "--tutorial"});
+                        {"--no-plots", "--tutorial", "--separate-calibration"});
   if (!a) return fail(a.error());
   if (a->positional.empty()) {
     return fail(Error::BadInput("validate: expected one or more job files (see --help)"));
@@ -150,6 +160,12 @@ int CmdValidate(int argc, char** argv) {
       return fail(Error::BadInput("--tolerance: must be a number in [0, 1], got '" +
                                   a->Get("--tolerance") + "'"));
     }
+  }
+  const bool separate = a->Has("--separate-calibration");
+  if (!separate && !a->Get("--calibrate-steps").empty()) {
+    return fail(Error::BadInput(
+        "--calibrate-steps: only with --separate-calibration (interleaved, the run has as many "
+        "calibration steps as measured steps: execution.steps in the job)"));
   }
   std::string command = "pipetwin validate";
   for (int i = 2; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -173,6 +189,18 @@ int CmdValidate(int argc, char** argv) {
       std::string s = which;
       for (char& c : s) c = c == ',' ? ' ' : c;
       schedules = Words(s);
+      for (const std::string& name : schedules) {
+        bool known = name.rfind("csv:", 0) == 0;
+        std::string names;
+        for (const GeneratorInfo& g : AllGenerators()) {
+          known = known || name == g.name;
+          names += std::string(names.empty() ? "" : ", ") + std::string(g.name);
+        }
+        if (!known) {
+          return fail(Error::BadInput("--schedules: unknown schedule '" + name + "' (one of " +
+                                      names + ", csv:PATH; or job, all)"));
+        }
+      }
     }
     YAML::Node root = YAML::LoadFile(path);
     const std::string stem = std::filesystem::path(path).stem().string();
@@ -219,6 +247,11 @@ int CmdValidate(int argc, char** argv) {
     }
   }
 
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) return fail(Error::Failure(out + ": cannot create the folder: " + ec.message()));
+  }
   const std::string self = SelfExe();
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -238,7 +271,8 @@ int CmdValidate(int argc, char** argv) {
   };
   auto write_summary = [&]() -> Status {
     if (Status s = WriteFileAtomic(out + "/summary.csv", SummaryCsv(entries, tol)); !s) return s;
-    return WriteFileAtomic(out + "/summary.md", SummaryMd(entries, tol, command, conditions()));
+    return WriteFileAtomic(out + "/summary.md",
+                           SummaryMd(entries, tol, command, conditions(), separate));
   };
   int failures = 0;
   for (std::size_t k = 0; k < plans.size(); ++k) {
@@ -260,19 +294,37 @@ int CmdValidate(int argc, char** argv) {
     std::vector<std::string> mpi = Words(launcher);
     mpi.insert(mpi.end(), {"-np", std::to_string(p.np), self});
 
-    progress(k, e.label, "calibrate (" + launcher + " -np " + std::to_string(p.np) + ")");
-    std::vector<std::string> cal = mpi;
-    cal.insert(cal.end(),
-               {"calibrate", "--backend", "cpu", job_path, "--out", dir + "/profile.yaml"});
-    if (!a->Get("--calibrate-steps").empty()) {
-      cal.insert(cal.end(), {"--steps", a->Get("--calibrate-steps")});
-    }
-    if (int rc = Spawn(cal, dir + "/calibrate.log"); rc != 0) {
-      e.note = "calibrate failed (exit " + std::to_string(rc) + "; see " + dir + "/calibrate.log)";
+    const std::string np = std::to_string(p.np);
+    auto failed = [&](const std::string& what, int rc, const std::string& log) {
+      e.note = what + " failed (exit " + std::to_string(rc) + "; see " + log + ")";
       progress(k, e.label, e.note);
       entries.push_back(e);
       ++failures;
-      continue;
+    };
+    std::vector<std::string> run = mpi;
+    run.insert(run.end(), {"run", job_path, "--backend", "cpu", "--report", dir + "/measured.json",
+                           "--trace", dir + "/measured.trace.json"});
+    if (separate) {
+      progress(k, e.label, "calibrate (" + launcher + " -np " + np + ")");
+      std::vector<std::string> cal = mpi;
+      cal.insert(cal.end(),
+                 {"calibrate", "--backend", "cpu", job_path, "--out", dir + "/profile.yaml"});
+      if (!a->Get("--calibrate-steps").empty()) {
+        cal.insert(cal.end(), {"--steps", a->Get("--calibrate-steps")});
+      }
+      if (int rc = Spawn(cal, dir + "/calibrate.log"); rc != 0) {
+        failed("calibrate", rc, dir + "/calibrate.log");
+        continue;
+      }
+    } else {
+      // One run: calibration steps alternate with the measured steps (run --calibrate); the
+      // prediction below reads only the profile.
+      progress(k, e.label, "run --calibrate (" + launcher + " -np " + np + ")");
+      run.insert(run.end(), {"--calibrate", dir + "/profile.yaml"});
+      if (int rc = Spawn(run, dir + "/run.log"); rc != 0) {
+        failed("run --calibrate", rc, dir + "/run.log");
+        continue;
+      }
     }
 
     progress(k, e.label, "simulate --profile");
@@ -289,16 +341,12 @@ int CmdValidate(int argc, char** argv) {
       return fail(s.error());
     }
 
-    progress(k, e.label, "run (" + launcher + " -np " + std::to_string(p.np) + ")");
-    std::vector<std::string> run = mpi;
-    run.insert(run.end(), {"run", job_path, "--backend", "cpu", "--report", dir + "/measured.json",
-                           "--trace", dir + "/measured.trace.json"});
-    if (int rc = Spawn(run, dir + "/run.log"); rc != 0) {
-      e.note = "run failed (exit " + std::to_string(rc) + "; see " + dir + "/run.log)";
-      progress(k, e.label, e.note);
-      entries.push_back(e);
-      ++failures;
-      continue;
+    if (separate) {
+      progress(k, e.label, "run (" + launcher + " -np " + np + ")");
+      if (int rc = Spawn(run, dir + "/run.log"); rc != 0) {
+        failed("run", rc, dir + "/run.log");
+        continue;
+      }
     }
 
     auto c = CompareFiles(dir + "/predicted.json", dir + "/measured.json", dir,
@@ -347,7 +395,7 @@ int CmdValidate(int argc, char** argv) {
       }
       if (auto t = LoadProfile(dir + "/profile.yaml", sim->schedule, &medians); t) {
         const SimStats st =
-            RunEngine(sim->schedule, *t, {.optimizer_sync = job->optimizer_sync}, nullptr);
+            RunEngine(sim->schedule, t->table, {.optimizer_sync = job->optimizer_sync}, nullptr);
         e.replay_ms = BuildReport(*job, sim->schedule, st).iteration_time_ms;
         e.replay_error = e.measured_ms > 0 ? (e.replay_ms - e.measured_ms) / e.measured_ms : 0;
       }
@@ -363,7 +411,7 @@ int CmdValidate(int argc, char** argv) {
     if (Status s = write_summary(); !s) return fail(s.error());
   }
   if (Status s = write_summary(); !s) return fail(s.error());
-  std::printf("%s", SummaryMd(entries, tol, command, conditions()).c_str());
+  std::printf("%s", SummaryMd(entries, tol, command, conditions(), separate).c_str());
   std::printf("\nsummary: %s/summary.md, %s/summary.csv (%.0f s)\n", out.c_str(), out.c_str(),
               elapsed());
   if (!a->Has("--no-plots")) {

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "apps/commands.h"
+#include "exec/calibrate.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
 #include "models/cluster.h"
@@ -38,9 +39,11 @@ usage:
   pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
       Write the per-rank programs (PyTorch action syntax, one row per rank).
   mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
-                                 [--check-reference]
+                                 [--check-reference] [--calibrate PROFILE.yaml]
       Execute the same step for real, N = pp × dp × tp × cp ranks; --check-reference compares
-      the loss and every gradient with a single-process run of the same model and data.
+      the loss and every gradient with a single-process run of the same model and data;
+      --calibrate alternates each measured step with a calibration step and writes the
+      profile (as calibrate does), so that profile and measurement see the same machine.
   mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml
                                  [--steps S] [--warmup W]
       Measure F, I, W, B and the optimizer step per stage, the executor's per-action
@@ -50,8 +53,11 @@ usage:
       Error table (DIR/errors.md, DIR/errors.csv) and plots (scripts/plot.py, matplotlib).
   pipetwin validate JOB.yaml [JOB2.yaml ...] [--schedules job|all|NAME,NAME] [--out DIR]
                     [--mpirun "mpirun --oversubscribe"] [--tolerance 0.05] [--tutorial]
-      For each job and schedule: calibrate, simulate --profile, run, compare (calibrate and
-      run are started through mpirun, or $PIPETWIN_MPIRUN); DIR/summary.md and plots.
+                    [--separate-calibration]
+      For each job and schedule: run --calibrate (calibration and measured steps
+      interleaved in one run; --separate-calibration: calibrate, then run), simulate
+      --profile, compare. mpirun, or $PIPETWIN_MPIRUN, starts the ranks; DIR/summary.md and
+      plots.
   pipetwin schedules
       List the schedule generators.
   pipetwin presets
@@ -218,7 +224,8 @@ int CmdRun(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, e.exit_status());
     return e.exit_status();
   };
-  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--backend"}, {"--check-reference"});
+  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--backend", "--calibrate"},
+                     {"--check-reference"});
   if (!a) return abort_with(a.error(), rank == 0);
   auto job = JobFromArgs(*a, "run");
   if (!job) return abort_with(job.error(), rank == 0);
@@ -229,9 +236,28 @@ int CmdRun(int argc, char** argv) {
     return abort_with(Error::BadInput("run: --backend cpu|cuda is required"), rank == 0);
   }
   opts.check_reference = HasFlag(*a, "--check-reference");
+  std::string profile_out, profile_yaml;
+  if (auto it = a->options.find("--calibrate"); it != a->options.end()) {
+    profile_out = it->second;
+    if (opts.check_reference) {
+      return abort_with(
+          Error::BadInput("run: --calibrate and --check-reference cannot be combined"), rank == 0);
+    }
+  }
   Expected<exec::RunResult> res = Error::Failure("not run");
   try {
-    res = exec::RunJob(*job, opts);
+    if (profile_out.empty()) {
+      res = exec::RunJob(*job, opts);
+    } else {
+      // Calibration steps alternate with the measured ones (exec/calibrate.h).
+      auto cal = exec::Calibrate(*job, {.backend = opts.backend, .interleaved = true});
+      if (cal) {
+        profile_yaml = std::move(cal->profile_yaml);
+        res = std::move(*cal->run);
+      } else {
+        res = cal.error();
+      }
+    }
   } catch (const exec::TimeoutError& e) {
     return abort_with(Error::Failure(e.what()), true);
   } catch (const std::exception& e) {
@@ -243,6 +269,11 @@ int CmdRun(int argc, char** argv) {
   int status = 0;
   if (res->root) {
     const Report& r = res->report;
+    if (!profile_out.empty()) {
+      if (Status s = WriteFileAtomic(profile_out, profile_yaml); !s) {
+        return abort_with(s.error(), true);
+      }
+    }
     if (auto it = a->options.find("--report"); it != a->options.end()) {
       if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s)
         return abort_with(s.error(), true);
@@ -259,6 +290,11 @@ int CmdRun(int argc, char** argv) {
     std::printf("measured iteration time %.3f ms (median of %zu steps), bubble %.2f%%\n",
                 r.iteration_time_ms, res->step_ms.size(), 100.0 * r.bubble_fraction);
     std::printf("loss: first step %.6f, last step %.6f\n", res->losses.front(), res->losses.back());
+    if (!profile_out.empty()) {
+      std::printf(
+          "calibration: %zu steps interleaved with the measured ones, profile written to %s\n",
+          res->step_ms.size(), profile_out.c_str());
+    }
     if (opts.check_reference) {
       std::printf("reference check: worst relative error %.3g (tolerance %.0e) %s\n",
                   res->max_relative_error, opts.tolerance,

@@ -28,7 +28,7 @@ double Median(std::vector<double> v) {
 double Ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 
 // Per stage, what calibrate reports; -1 where this rank has no sample.
-enum Field { kF, kI, kW, kB, kOpt, kTransferBytes, kDpMs, kDpBytes, kNumFields };
+enum Field { kF, kI, kW, kB, kOpt, kTransferBytes, kDpMs, kDpBytes, kDpBenchMs, kNumFields };
 
 int FieldOf(ActionKind k) {
   switch (k) {
@@ -91,10 +91,11 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
   // every layer sees the same file).
   auto exe = ParseExecutionConfig(job_in);
   if (!exe) return exe.error();
-  const int steps = std::max(exe->steps, opts.min_steps);
-  const int warmup = std::max(exe->warmup, opts.min_warmup);
+  // Interleaved, the job's own counts: as many calibration steps as it asks measured steps.
+  const int steps = opts.interleaved ? exe->steps : std::max(exe->steps, opts.min_steps);
+  const int warmup = opts.interleaved ? exe->warmup : std::max(exe->warmup, opts.min_warmup);
   YAML::Node root = YAML::Clone(job_in.root);
-  root["execution"]["steps"] = steps;
+  root["execution"]["steps"] = opts.interleaved ? 2 * steps : steps;
   root["execution"]["warmup"] = warmup;
   YAML::Emitter em;
   em << root;
@@ -111,10 +112,12 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
   std::array<double, kNumScalars> scalar{};
   scalar.fill(-1.0);
   std::vector<std::pair<std::int64_t, double>> p2p_samples;  // (bytes, one-way ms), root only
+  std::vector<double> jitter;  // [calibration step][pipeline rank] speed factors
   const int reps = opts.repetitions;
 
   RunOptions ro;
   ro.backend = opts.backend;
+  ro.interleave_calibration = opts.interleaved;
   ro.after_steps = [&](const RunHookContext& ctx) -> Status {
     const int pp_rank = ctx.groups.coord.pp;
     const std::vector<Action>& prog = sched->programs[static_cast<std::size_t>(pp_rank)];
@@ -142,6 +145,14 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
     }
     for (const auto& [key, v] : samples) at(key.first, key.second) = Median(v);
     scalar[kOverhead] = std::max(0.0, Median(overhead));
+    // Each step's compute time over what the medians add up to: how fast this rank ran in
+    // that step (a shared machine's cores change speed from one step to the next).
+    std::vector<double> step_sum(ctx.steps.size(), 0.0);
+    for (std::size_t t = 0; t < ctx.steps.size(); ++t) {
+      for (const TimelineEvent& e : ctx.steps[t]) {
+        if (e.stream == Stream::kCompute) step_sum[t] += Ms(e.end_ns - e.start_ns);
+      }
+    }
     scalar[kStepStart] = Median(step_start);
 
     // Transfer size: every pipeline transfer of a rank has the same shape.
@@ -156,9 +167,14 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
       for (int s : mine) at(s, kTransferBytes) = bytes;
     }
 
-    // 3. The data-parallel all-reduce of each stage's gradients.
+    // 3. The data-parallel reduction of each stage's gradients, with the backend's own calls
+    //    (exec/cpu_backend.cc: in place; a reduce-scatter of the padded gradients under
+    //    ZeRO-1) and the engine's own polling (WaitRequest): a nonblocking collective
+    //    progresses only when tested, so a blocking benchmark would time another thing.
     int dp = 1;
     PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
+    const bool zero1 = job.parallel.zero == 1 && dp > 1;
+    const double timeout_s = job.execution_config.timeout_s;
     for (int s : mine) {
       const std::size_t n = ctx.backend.chunk(s).grads().size();
       if (dp <= 1) {
@@ -166,19 +182,59 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
         at(s, kDpBytes) = 0;
         continue;
       }
-      std::vector<float> g(n, 1.0f);
+      const std::size_t shard =
+          (n + static_cast<std::size_t>(dp) - 1) / static_cast<std::size_t>(dp);
+      std::vector<float> g(zero1 ? shard * static_cast<std::size_t>(dp) : n, 1.0f);
       std::vector<double> t;
       for (int i = 0; i < reps + 3; ++i) {
         PT_MPI_CHECK(MPI_Barrier(ctx.groups.dp));
         const double st = Now();
-        PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                                   ctx.groups.dp));
+        MPI_Request req;
+        if (zero1) {
+          PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, g.data(), static_cast<int>(shard),
+                                                 MPI_FLOAT, MPI_SUM, ctx.groups.dp, &req));
+        } else {
+          PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(n), MPI_FLOAT,
+                                      MPI_SUM, ctx.groups.dp, &req));
+        }
+        WaitRequest(&req, timeout_s, [] { return std::string("calibrating the DP reduction"); });
         if (i >= 3) t.push_back((Now() - st) * 1e3);
       }
-      at(s, kDpMs) = Median(t);
-      // Bytes one rank sends in a ring all-reduce, as the backend counts them.
-      at(s, kDpBytes) = static_cast<double>(
-          static_cast<std::int64_t>(2.0 * (dp - 1) / dp * static_cast<double>(n * sizeof(float))));
+      at(s, kDpBenchMs) = Median(t);
+      // Bytes one rank sends, as the backend counts them (a ring: 2(n-1)/n of the gradients
+      // for an all-reduce, (n-1)/n of the padded ones for a reduce-scatter).
+      const double sent =
+          zero1 ? static_cast<double>(dp - 1) / dp *
+                      static_cast<double>(shard * static_cast<std::size_t>(dp) * sizeof(float))
+                : 2.0 * (dp - 1) / dp * static_cast<double>(n * sizeof(float));
+      at(s, kDpBytes) = static_cast<double>(static_cast<std::int64_t>(sent));
+    }
+    // What the profile uses is the reduction as the steps ran it: from the last replica's
+    // start to the last replica's end (the replicas' imbalance is in the jitter below), with
+    // the caches and the polling of a real step; the benchmark above is reported beside it.
+    if (dp > 1) {
+      const std::size_t nm = mine.size();
+      std::vector<double> se(ctx.steps.size() * nm * 2, -1.0);
+      for (std::size_t t = 0; t < ctx.steps.size(); ++t) {
+        for (const TimelineEvent& e : ctx.steps[t]) {
+          if (e.stream != Stream::kCollective || e.action.kind != ActionKind::kReduceGrad) continue;
+          const auto j = static_cast<std::size_t>(
+              std::find(mine.begin(), mine.end(), e.action.stage) - mine.begin());
+          if (j >= nm) continue;
+          se[(t * nm + j) * 2] = Ms(e.start_ns);
+          se[(t * nm + j) * 2 + 1] = Ms(e.end_ns);
+        }
+      }
+      PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, se.data(), static_cast<int>(se.size()), MPI_DOUBLE,
+                                 MPI_MAX, ctx.groups.dp));
+      for (std::size_t j = 0; j < nm; ++j) {
+        std::vector<double> d;
+        for (std::size_t t = 0; t < ctx.steps.size(); ++t) {
+          const double a = se[(t * nm + j) * 2], b = se[(t * nm + j) * 2 + 1];
+          if (a >= 0 && b >= a) d.push_back(b - a);
+        }
+        at(mine[j], kDpMs) = d.empty() ? at(mine[j], kDpBenchMs) : Median(d);
+      }
     }
 
     // 2. Ping-pong between pipeline neighbours, at sizes around the real transfer.
@@ -219,21 +275,41 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
       }
     }
 
-    // 4. The all-rank reduction before the optimizer step.
+    // 4. What the engine does before the optimizer step with optimizer_sync (exec/run.cc):
+    //    this rank's squared gradient norm, all-reduced over every rank.
     {
       std::vector<double> t;
-      double v = 1.0, out = 0;
       for (int i = 0; i < reps + 3; ++i) {
         PT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         const double st = Now();
-        PT_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        const double local = ctx.backend.GradNormSquared();
+        double total = 0;
+        MPI_Request req;
+        PT_MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+        WaitRequest(&req, timeout_s, [] { return std::string("calibrating the gradient norm"); });
         if (i >= 3) t.push_back((Now() - st) * 1e3);
       }
-      scalar[kSync] = Median(t);
+      scalar[kSync] = job.optimizer_sync ? Median(t) : 0.0;
     }
 
     // The slowest replica of each stage; the scalars likewise.
     PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, stage.data(), static_cast<int>(stage.size()),
+                               MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    // Per step, a pipeline rank's speed factor against the profile's medians (the slowest
+    // replica's): this rank's step time over the profile's sum for the same actions; the
+    // slowest replica of the pipeline rank gates it.
+    jitter.assign(ctx.steps.size() * static_cast<std::size_t>(pp), 0.0);
+    for (std::size_t t = 0; t < ctx.steps.size(); ++t) {
+      double profile_sum = 0;
+      for (const TimelineEvent& e : ctx.steps[t]) {
+        if (e.stream == Stream::kCompute) profile_sum += at(e.action.stage, FieldOf(e.action.kind));
+      }
+      if (profile_sum > 0) {
+        jitter[t * static_cast<std::size_t>(pp) + static_cast<std::size_t>(pp_rank)] =
+            step_sum[t] / profile_sum;
+      }
+    }
+    PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, jitter.data(), static_cast<int>(jitter.size()),
                                MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, scalar.data(), kNumScalars, MPI_DOUBLE, MPI_MAX,
                                MPI_COMM_WORLD));
@@ -244,6 +320,7 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
   if (!run) return run.error();
   CalibrateResult res;
   res.root = run->root;
+  if (opts.interleaved) res.run = std::move(*run);
   if (!res.root) return res;
 
   const ParallelConfig& par = job.parallel;
@@ -251,8 +328,11 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
   y << "# pipetwin calibration profile, measured by `pipetwin calibrate --backend " << opts.backend
     << "`.\n"
     << "# Read by `pipetwin simulate JOB --profile THIS` (sim/profile.h documents the keys).\n"
-    << "# Times in ms: medians over " << steps << " measured steps after " << warmup
+    << "# Times in ms: medians over " << steps << " calibration steps after " << warmup
     << " warm-up steps (actions), or over " << reps << " repetitions (links, collectives).\n"
+    << (opts.interleaved ? "# The calibration steps alternated with as many measured steps in "
+                           "one run (`pipetwin run --calibrate`).\n"
+                         : "")
     << "version: 1\n"
     << "backend: " << opts.backend << "\n"
     << "job: \"" << job.path << "\"\n"
@@ -263,12 +343,12 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
     << "stages:\n";
   const char* names[kNumFields] = {"forward_ms",   "backward_input_ms", "backward_weight_ms",
                                    "backward_ms",  "optimizer_ms",      "transfer_bytes",
-                                   "dp_reduce_ms", "dp_reduce_bytes"};
+                                   "dp_reduce_ms", "dp_reduce_bytes",   "(dp_allreduce)"};
   for (int s = 0; s < num_stages; ++s) {
     y << "  - {stage: " << s;
     for (int f = 0; f < kNumFields; ++f) {
       const double v = stage[static_cast<std::size_t>(s * kNumFields + f)];
-      if (v < 0) continue;  // not run on this stage by this schedule
+      if (v < 0 || f == kDpBenchMs) continue;  // not run on this stage by this schedule
       y << ", " << names[f] << ": "
         << (f == kTransferBytes || f == kDpBytes ? std::to_string(static_cast<std::int64_t>(v))
                                                  : Num(v));
@@ -280,7 +360,8 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
     << "   # compute thread between compute actions, outside receives\n"
     << "  step_start_ms: " << Num(std::max(0.0, scalar[kStepStart]))
     << "   # from a step's start to its first action\n"
-    << "sync_ms: " << Num(scalar[kSync]) << "   # all-rank reduction before the optimizer\n";
+    << "sync_ms: " << Num(scalar[kSync])
+    << "   # before the optimizer: local gradient norm, all-reduced over all ranks\n";
   if (scalar[kLatency] >= 0) {
     y << "p2p:\n"
       << "  latency_ms: " << Num(scalar[kLatency]) << "\n"
@@ -291,12 +372,23 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
     }
   }
   if (par.dp > 1) {
-    y << "dp_allreduce:   # per stage's gradients, in a DP group of group_size ranks\n";
+    y << "dp_allreduce:   # a benchmark of each stage's gradient reduction alone, in a DP group\n"
+      << "                # of group_size ranks (stages[].dp_reduce_ms: as the steps ran it)\n";
     for (int s = 0; s < num_stages; ++s) {
-      const double ms = stage[static_cast<std::size_t>(s * kNumFields + kDpMs)];
+      const double ms = stage[static_cast<std::size_t>(s * kNumFields + kDpBenchMs)];
       const double by = stage[static_cast<std::size_t>(s * kNumFields + kDpBytes)];
       y << "  - {group_size: " << par.dp << ", stage: " << s
         << ", bytes_sent: " << static_cast<std::int64_t>(by) << ", ms: " << Num(ms) << "}\n";
+    }
+  }
+  if (!jitter.empty()) {
+    const std::size_t pp = static_cast<std::size_t>(par.pp);
+    y << "jitter:   # per calibration step: each pipeline rank's compute time over the medians'\n"
+      << "          # (its slowest replica); simulate plays each step and reports the median\n";
+    for (std::size_t t = 0; t + pp <= jitter.size(); t += pp) {
+      y << "  - [";
+      for (std::size_t r = 0; r < pp; ++r) y << (r > 0 ? ", " : "") << Num(jitter[t + r]);
+      y << "]\n";
     }
   }
   res.profile_yaml = y.str();

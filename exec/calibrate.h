@@ -21,7 +21,10 @@
 //   if (r && r->root) WriteFileAtomic("profile.yaml", r->profile_yaml);
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "exec/run.h"
 
 #include "schedule/expected.h"
 #include "schedule/job.h"
@@ -32,12 +35,19 @@ struct CalibrateOptions {
   std::string backend = "cpu";
   int min_steps = 10;    // measured steps (the job's execution.steps when larger)
   int min_warmup = 2;    // warm-up steps (the job's execution.warmup when larger)
+                         // (both ignored with `interleaved`: the job's own counts)
   int repetitions = 20;  // per link or collective measurement, after 3 warm-up repetitions
+  // Alternate calibration steps with as many measured steps in the same run (RunOptions::
+  // interleave_calibration); the measured half comes back in CalibrateResult::run. This is
+  // what `pipetwin run --calibrate` and `pipetwin validate` use: the profile and the
+  // measurement see the same machine.
+  bool interleaved = false;
 };
 
 struct CalibrateResult {
-  bool root = false;         // world rank 0 holds the profile
-  std::string profile_yaml;  // root only
+  bool root = false;             // world rank 0 holds the profile
+  std::string profile_yaml;      // root only
+  std::optional<RunResult> run;  // interleaved only: the measured steps, as RunJob reports them
 };
 
 Expected<CalibrateResult> Calibrate(const JobSpec& job, const CalibrateOptions& opts);

@@ -1,5 +1,6 @@
 #include "exec/mpi_util.h"
 
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -20,12 +21,20 @@ void CheckMpi(int rc, const char* call, const char* file, int line) {
                  std::to_string(WorldRank()) + ": " + call + " failed: " + msg);
 }
 
+namespace {
+std::atomic<std::int64_t> g_spin_ns{0};
+}  // namespace
+
+void SetWaitSpin(std::chrono::nanoseconds spin) { g_spin_ns.store(spin.count()); }
+
 void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
              const std::function<std::string()>& what) {
+  const auto spin_until = Clock::now() + std::chrono::nanoseconds(g_spin_ns.load());
   int polls = 0;
   while (!done()) {
-    if (Clock::now() > deadline) throw TimeoutError("timed out: " + what());
-    if (++polls < 64) {
+    const auto now = Clock::now();
+    if (now > deadline) throw TimeoutError("timed out: " + what());
+    if (++polls < 64 || now < spin_until) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));

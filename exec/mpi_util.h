@@ -34,8 +34,11 @@ int WorldRank();
 using Clock = std::chrono::steady_clock;
 
 // Polls `done` until it returns true; past `deadline` throws TimeoutError with what().
-// Backs off from spinning to short sleeps so that oversubscribed ranks leave the cores to
-// the ranks that compute.
+// Spins (yielding) for the SetWaitSpin budget, at least 64 polls, then backs off to short
+// sleeps so that oversubscribed ranks leave the cores to the ranks that compute. A sleep
+// delays the wake-up by tens of microseconds, and a nonblocking collective progresses only
+// when tested, so ranks that have a core each spin longer (RunJob sets 2 ms).
+void SetWaitSpin(std::chrono::nanoseconds spin);
 void WaitFor(Clock::time_point deadline, const std::function<bool()>& done,
              const std::function<std::string()>& what);
 

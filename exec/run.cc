@@ -173,6 +173,11 @@ double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
 
 Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   const ExecutionConfig* exe = &job.execution_config;
+  if (opts.interleave_calibration && (exe->steps < 2 || exe->steps % 2 != 0)) {
+    return Error::Failure(job.path + ": interleaved calibration needs an even number of steps " +
+                          "(a calibration step before each measured step), got " +
+                          std::to_string(exe->steps));
+  }
   YamlFields f{job.path};
   if (opts.backend != "cpu" && opts.backend != "cuda") {
     return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
@@ -293,13 +298,17 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     };
   }
   Engine engine(*sched, me.pp, WorldRank(), backend, eo);
+  // One rank per core: spin a while in waits (exec/mpi_util.h); oversubscribed: back off.
+  SetWaitSpin(world <= static_cast<int>(std::thread::hardware_concurrency())
+                  ? std::chrono::milliseconds(2)
+                  : std::chrono::milliseconds(0));
 
   RunResult res;
   res.root = WorldRank() == 0;
   const std::vector<int> my_stages = StagesOfRank(*sched, me.pp);
   const bool loss_rank =
       me.tp == 0 && sched->stage_to_rank[static_cast<std::size_t>(sched->num_stages - 1)] == me.pp;
-  std::vector<std::vector<TimelineEvent>> measured;
+  std::vector<std::vector<TimelineEvent>> measured, calibration;
   const int total_steps = exe->warmup + exe->steps;
   for (int step = 0; step < total_steps; ++step) {
     Barrier(exe->timeout_s, "barrier before a step");
@@ -329,7 +338,9 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
                                         exe->seed, loss, perturb);
       res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");
     }
-    if (step >= exe->warmup) {
+    if (opts.interleave_calibration && step >= exe->warmup && (step - exe->warmup) % 2 == 0) {
+      calibration.push_back(std::move(events));
+    } else if (step >= exe->warmup) {
       res.step_ms.push_back(makespan);
       measured.push_back(std::move(events));
     }
@@ -347,7 +358,8 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     if (cpu_backend == nullptr) {
       return Error::Failure("this command needs the CPU backend's chunks (--backend cpu)");
     }
-    if (Status st = opts.after_steps({measured, *cpu_backend, *groups, total_steps}); !st) {
+    const auto& shown = opts.interleave_calibration ? calibration : measured;
+    if (Status st = opts.after_steps({shown, *cpu_backend, *groups, total_steps}); !st) {
       return st.error();
     }
   }

@@ -24,7 +24,9 @@ struct Groups;
 
 // What RunJob shows a hook after its measured steps, on every rank (calibrate uses it).
 struct RunHookContext {
-  const std::vector<std::vector<TimelineEvent>>& steps;  // this rank's events, every measured step
+  // This rank's events of every measured step (of every calibration step with
+  // RunOptions::interleave_calibration).
+  const std::vector<std::vector<TimelineEvent>>& steps;
   CpuBackend& backend;
   const Groups& groups;
   int total_steps = 0;  // warm-up included (the backend's byte counters cover them all)
@@ -37,6 +39,11 @@ struct RunOptions {
   // Called on every rank after the measured steps, before the report is gathered; may be
   // empty. A collective hook: every rank must make the same MPI calls.
   std::function<Status(const RunHookContext&)> after_steps;
+  // Alternate the steps after warm-up: the 1st, 3rd, 5th, ... are calibration steps, shown
+  // only to `after_steps`; the 2nd, 4th, ... are the measured steps that the report, the
+  // trace and step_ms describe. Calibration then sees the same machine as the measurement
+  // (a shared machine's speed drifts between two processes started minutes apart).
+  bool interleave_calibration = false;
 };
 
 // The job file's `execution:` section (ExecutionConfig) is parsed with the job (job.h).

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -23,8 +24,8 @@ struct StageProfile {
 
 }  // namespace
 
-Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s,
-                                const ActionMedians* replace) {
+Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
+                              const ActionMedians* replace) {
   std::ifstream in(path);
   if (!in) return Error::BadInput(path + ": cannot read the profile (--profile)");
   std::ostringstream text;
@@ -32,8 +33,8 @@ Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s,
   return ParseProfile(text.str(), path, s, replace);
 }
 
-Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
-                                 const Schedule& s, const ActionMedians* replace) {
+Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,
+                               const Schedule& s, const ActionMedians* replace) {
   YamlFields f{path};
   YAML::Node root;
   try {
@@ -45,7 +46,7 @@ Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string
     return Error::BadInput(path + ": a profile is a YAML mapping (see sim/profile.h)");
   if (Status st = f.CheckKeys(root, "profile",
                               {"version", "backend", "job", "schedule", "microbatches", "parallel",
-                               "stages", "engine", "sync_ms", "p2p", "dp_allreduce"});
+                               "stages", "engine", "sync_ms", "p2p", "dp_allreduce", "jitter"});
       !st) {
     return st.error();
   }
@@ -231,6 +232,28 @@ Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string
     }
   }
 
+  std::vector<std::vector<double>> jitter;
+  if (const YAML::Node j = root["jitter"]; j) {
+    if (!j.IsSequence()) {
+      return f.At(j, "jitter", "must be a list of per-step lists, one factor per pipeline rank");
+    }
+    for (std::size_t k = 0; k < j.size(); ++k) {
+      const std::string key = "jitter[" + std::to_string(k) + "]";
+      if (!j[k].IsSequence() || static_cast<int>(j[k].size()) != s.num_ranks) {
+        return f.At(
+            j[k], key,
+            "must list " + std::to_string(s.num_ranks) + " factors (one per pipeline rank)");
+      }
+      std::vector<double> row;
+      for (std::size_t r = 0; r < j[k].size(); ++r) {
+        auto v = f.Number(j[k][r], key + "[" + std::to_string(r) + "]", 1e-6, 100);
+        if (!v) return v.error();
+        row.push_back(*v);
+      }
+      jitter.push_back(std::move(row));
+    }
+  }
+
   auto ms = [](double v) { return SimTime::FromMillis(v); };
   auto copy = [&](std::int64_t b) {
     return bandwidth > 0 ? static_cast<double>(b) / bandwidth : 0.0;
@@ -257,6 +280,20 @@ Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string
     st.dp_reduce_bytes = p.dp_bytes;
   }
   t.sync = ms(sync + step_start);
+  return Profile{std::move(t), std::move(jitter)};
+}
+
+CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
+                             const std::vector<double>& factors) {
+  CostTable t = table;
+  for (std::size_t k = 0; k < t.stages.size(); ++k) {
+    const double x = factors.at(static_cast<std::size_t>(s.stage_to_rank[k]));
+    StageTimes& st = t.stages[k];
+    for (SimTime* v :
+         {&st.forward, &st.backward, &st.backward_input, &st.backward_weight, &st.optimizer}) {
+      *v = SimTime::FromMillis(v->ToMillis() * x);
+    }
+  }
   return t;
 }
 
@@ -265,12 +302,34 @@ Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& p
   auto res = Simulate(
       job, SimulateOptions{.record_timeline = false, .per_world_rank = opts.per_world_rank});
   if (!res) return res.error();
-  auto table = LoadProfile(profile_path, res->schedule);
-  if (!table) return table.error();
-  res->costs = std::move(*table);
+  auto profile = LoadProfile(profile_path, res->schedule);
+  if (!profile) return profile.error();
+  const EngineOptions eo{.optimizer_sync = job.optimizer_sync};
+  res->costs = std::move(profile->table);
+  const std::vector<std::vector<double>>& jitter = profile->jitter;
+  nlohmann::ordered_json jitter_report;
+  if (!jitter.empty()) {
+    // One play per calibration step; the median one is reported (run's estimator: the
+    // upper middle of the sorted iteration times).
+    std::vector<std::pair<std::int64_t, std::size_t>> spans;
+    for (std::size_t k = 0; k < jitter.size(); ++k) {
+      const SimStats st = RunEngine(
+          res->schedule, ScaleComputeByRank(res->costs, res->schedule, jitter[k]), eo, nullptr);
+      spans.emplace_back(st.makespan.nanos(), k);
+    }
+    std::sort(spans.begin(), spans.end());
+    const double nominal =
+        BuildReport(job, res->schedule, RunEngine(res->schedule, res->costs, eo, nullptr))
+            .iteration_time_ms;
+    jitter_report = {{"samples", jitter.size()},
+                     {"nominal_iteration_time_ms", nominal},
+                     {"min_ms", static_cast<double>(spans.front().first) * 1e-6},
+                     {"max_ms", static_cast<double>(spans.back().first) * 1e-6}};
+    res->costs =
+        ScaleComputeByRank(res->costs, res->schedule, jitter[spans[spans.size() / 2].second]);
+  }
   TimelineRecorder recorder(res->schedule.num_ranks);
-  res->stats = RunEngine(res->schedule, res->costs, {.optimizer_sync = job.optimizer_sync},
-                         opts.record_timeline ? &recorder : nullptr);
+  res->stats = RunEngine(res->schedule, res->costs, eo, opts.record_timeline ? &recorder : nullptr);
   res->timeline = recorder.Take();
   res->report = BuildReport(job, res->schedule, res->stats);
   if (!job.costs) {
@@ -279,6 +338,7 @@ Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& p
     AddModelReport(res->report, job.parallel, res->schedule, res->stats, *jc, opts.per_world_rank);
   }
   res->report.extra["profile"] = profile_path;
+  if (!jitter_report.is_null()) res->report.extra["jitter"] = jitter_report;
   return res;
 }
 

@@ -1,7 +1,7 @@
 // profile.h — a calibration profile (YAML, written by `pipetwin calibrate`) as the
 // simulator's cost table: measured times in place of the cost model's.
 //
-//   Expected<CostTable> t = LoadProfile("profile.yaml", schedule);   // after BuildSchedule
+//   Expected<Profile> t = LoadProfile("profile.yaml", schedule);   // after BuildSchedule
 //   if (!t) return t.error();   // bad input: names the file, the key and what is allowed
 //
 // The format (times in ms; unknown keys are errors, like the job file):
@@ -22,6 +22,9 @@
 //   sync_ms: 0.01                    # all-rank reduction before the optimizer step
 //   p2p: {latency_ms: 0.005, bandwidth_bytes_per_ms: 2.0e6, samples: [{bytes, ms}, ...]}
 //   dp_allreduce: [{group_size: 2, stage: 0, bytes_sent: 1234, ms: 0.8}, ...]  # informational
+//   jitter:                          # optional: per calibration step, each pipeline rank's
+//     - [1.03, 0.97]                 # compute time over the medians' sum (its speed that
+//     - [0.91, 1.12]                 # step); one factor per pipeline rank, each in (0, 100]
 //
 // How the measured numbers become the cost table: a compute action costs its median plus
 // the engine's per-action overhead; a receive on the CPU backend completes (the data is
@@ -29,11 +32,19 @@
 // charged to the compute action that consumes the received tensor (F after RECV_F; B or I
 // after RECV_B) and the link itself costs the latency; the fixed cost of starting a step is
 // charged once per step, with the all-rank synchronisation.
+//
+// Jitter: on a shared machine a core's speed changes from one step to the next, and a step
+// waits for its slowest rank, so the median step is slower than a step played at median
+// speeds. With `jitter`, simulate plays the step once per listed calibration step, every
+// rank's compute times scaled by its factor, and reports the median of those iteration
+// times (the same estimator `run` applies to its measured steps); the report's `jitter` key
+// gives the nominal (unscaled) time and the spread.
 #pragma once
 
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "schedule/expected.h"
 #include "schedule/schedule.h"
@@ -45,14 +56,23 @@ namespace pipetwin {
 // Median milliseconds of a compute action kind on a stage: {(stage, kind), ms}.
 using ActionMedians = std::map<std::pair<int, ActionKind>, double>;
 
+struct Profile {
+  CostTable table;                          // at median speed
+  std::vector<std::vector<double>> jitter;  // [calibration step][pipeline rank]; may be empty
+};
+
+// `table` with every compute time of the stages on pipeline rank r scaled by factors[r].
+CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
+                             const std::vector<double>& factors);
+
 // `replace`, when given, takes the place of the profile's medians for the actions it lists
 // (validate's replay: the measured run's own action times, to separate the schedule model's
 // error from the machine's drift between calibration and run).
-Expected<CostTable> LoadProfile(const std::string& path, const Schedule& s,
-                                const ActionMedians* replace = nullptr);
+Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
+                              const ActionMedians* replace = nullptr);
 // The same from text (`path` names it in messages).
-Expected<CostTable> ParseProfile(const std::string& yaml_text, const std::string& path,
-                                 const Schedule& s, const ActionMedians* replace = nullptr);
+Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,
+                               const Schedule& s, const ActionMedians* replace = nullptr);
 
 // `pipetwin simulate JOB --profile PROFILE`: Simulate(job), then the same schedule played
 // again with the profile's cost table; the report keeps what does not depend on time

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "schedule/build.h"
 
 namespace pipetwin {
@@ -50,17 +52,17 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
 TEST(ProfileTest, MeasuredMediansPlusOverheads) {
   auto t = ParseProfile(kProfile, "p.yaml", Build("1f1b"));
   ASSERT_TRUE(t.ok()) << t.error().message;
-  ASSERT_EQ(t->stages.size(), 2u);
+  ASSERT_EQ(t->table.stages.size(), 2u);
   const double copy_ms = 131072 / 1.78547e6;  // a received tensor, copied at the receiver
   // Stage 0 receives gradients (its B pays the copy), stage 1 activations (its F).
-  EXPECT_EQ(t->stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));
-  EXPECT_EQ(t->stages[0].backward, SimTime::FromMillis(54.6876 + 0.011272 + copy_ms));
-  EXPECT_EQ(t->stages[1].forward, SimTime::FromMillis(35.6019 + 0.011272 + copy_ms));
-  EXPECT_EQ(t->stages[1].backward, SimTime::FromMillis(60.2688 + 0.011272));
-  EXPECT_EQ(t->stages[1].optimizer, SimTime::FromMillis(2.01767 + 0.011272));
-  EXPECT_EQ(t->stages[0].send_forward, SimTime::FromMillis(0.00417729));
-  EXPECT_EQ(t->stages[0].send_bytes, 131072);
-  EXPECT_EQ(t->sync, SimTime::FromMillis(0.000711 + 0.107415));
+  EXPECT_EQ(t->table.stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));
+  EXPECT_EQ(t->table.stages[0].backward, SimTime::FromMillis(54.6876 + 0.011272 + copy_ms));
+  EXPECT_EQ(t->table.stages[1].forward, SimTime::FromMillis(35.6019 + 0.011272 + copy_ms));
+  EXPECT_EQ(t->table.stages[1].backward, SimTime::FromMillis(60.2688 + 0.011272));
+  EXPECT_EQ(t->table.stages[1].optimizer, SimTime::FromMillis(2.01767 + 0.011272));
+  EXPECT_EQ(t->table.stages[0].send_forward, SimTime::FromMillis(0.00417729));
+  EXPECT_EQ(t->table.stages[0].send_bytes, 131072);
+  EXPECT_EQ(t->table.sync, SimTime::FromMillis(0.000711 + 0.107415));
 }
 
 TEST(ProfileTest, ErrorsNameTheFileAndTheKey) {
@@ -105,8 +107,8 @@ TEST(ProfileTest, ASplitBackwardNeedsIAndW) {
   text = Replace(text, "backward_ms: 60.2688", "backward_input_ms: 31, backward_weight_ms: 26");
   auto z = ParseProfile(text, "prof.yaml", Build("zb-h1"));
   ASSERT_TRUE(z.ok()) << z.error().message;
-  EXPECT_EQ(z->stages[1].backward_weight, SimTime::FromMillis(26 + 0.011272));
-  EXPECT_EQ(z->stages[1].backward, SimTime::FromMillis(57 + 0.011272));
+  EXPECT_EQ(z->table.stages[1].backward_weight, SimTime::FromMillis(26 + 0.011272));
+  EXPECT_EQ(z->table.stages[1].backward, SimTime::FromMillis(57 + 0.011272));
 }
 
 TEST(ProfileTest, MissingFileIsBadInput) {
@@ -126,8 +128,94 @@ TEST(ProfileTest, ReplayReplacesTheListedMedians) {
   const ActionMedians measured = {{{1, ActionKind::kForward}, 20.0}};
   auto t = ParseProfile(kProfile, "p.yaml", Build("1f1b"), &measured);
   ASSERT_TRUE(t.ok()) << t.error().message;
-  EXPECT_EQ(t->stages[1].forward, SimTime::FromMillis(20.0 + 0.011272 + 131072 / 1.78547e6));
-  EXPECT_EQ(t->stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));  // not listed
+  EXPECT_EQ(t->table.stages[1].forward, SimTime::FromMillis(20.0 + 0.011272 + 131072 / 1.78547e6));
+  EXPECT_EQ(t->table.stages[0].forward, SimTime::FromMillis(36.995 + 0.011272));  // not listed
+}
+
+}  // namespace
+}  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+TEST(ProfileTest, JitterIsOneFactorPerPipelineRankAndStep) {
+  const std::string ok = std::string(kProfile) + "jitter:\n  - [1.1, 0.9]\n  - [1, 1.25]\n";
+  auto t = ParseProfile(ok, "p.yaml", Build("1f1b"));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->jitter.size(), 2u);
+  EXPECT_EQ(t->jitter[0], (std::vector<double>{1.1, 0.9}));
+  EXPECT_EQ(t->jitter[1], (std::vector<double>{1.0, 1.25}));
+  struct Case {
+    std::string tail, expect;
+  } cases[] = {
+      {"jitter: 1.5\n", "jitter: must be a list"},
+      {"jitter:\n  - [1.1, 0.9]\n  - [1.0]\n", "jitter[1]: must list 2 factors"},
+      {"jitter:\n  - [1.1, 0]\n", "jitter[0][1]"},
+      {"jitter:\n  - [fast, 1]\n", "jitter[0][0]"},
+  };
+  for (const Case& c : cases) {
+    auto e = ParseProfile(std::string(kProfile) + c.tail, "prof.yaml", Build("1f1b"));
+    ASSERT_FALSE(e.ok()) << c.expect;
+    EXPECT_EQ(e.error().exit_status(), 2);
+    EXPECT_NE(e.error().message.find(c.expect), std::string::npos) << e.error().message;
+  }
+}
+
+TEST(ProfileTest, ScaleComputeByRankScalesComputeOnly) {
+  const Schedule s = Build("1f1b");  // stage k on pipeline rank k
+  auto t = ParseProfile(kProfile, "p.yaml", s);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  const CostTable x = ScaleComputeByRank(t->table, s, {2.0, 0.5});
+  EXPECT_EQ(x.stages[0].forward, SimTime::FromMillis(2.0 * t->table.stages[0].forward.ToMillis()));
+  EXPECT_EQ(x.stages[0].backward,
+            SimTime::FromMillis(2.0 * t->table.stages[0].backward.ToMillis()));
+  EXPECT_EQ(x.stages[1].forward, SimTime::FromMillis(0.5 * t->table.stages[1].forward.ToMillis()));
+  EXPECT_EQ(x.stages[1].optimizer,
+            SimTime::FromMillis(0.5 * t->table.stages[1].optimizer.ToMillis()));
+  // Links and the step's fixed costs are not the cores' speed.
+  EXPECT_EQ(x.stages[0].send_forward, t->table.stages[0].send_forward);
+  EXPECT_EQ(x.sync, t->table.sync);
+}
+
+// One rank, one microbatch: a step is F + B + OPT (nothing else costs time here), so each
+// jitter row plays a step of 32 ms × its factor, and the report is run's median (the upper
+// middle of the sorted steps).
+TEST(ProfileTest, JitterReportsTheMedianOfThePlayedSteps) {
+  auto job = ParseJob(
+      "schedule: gpipe\nmicrobatches: 1\nparallel: {pp: 1}\ncosts: {forward_ms: 1}\n", "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  const std::string base = R"(version: 1
+stages:
+  - {stage: 0, forward_ms: 10, backward_ms: 20, optimizer_ms: 2}
+engine: {action_overhead_ms: 0, step_start_ms: 0}
+sync_ms: 0
+)";
+  const std::string path = ::testing::TempDir() + "/jitter_profile.yaml";
+  struct Case {
+    std::string rows;
+    double median, min, max;
+  } cases[] = {
+      {"  - [1]\n  - [2]\n  - [0.5]\n  - [1.5]\n  - [3]\n", 48, 16, 96},  // 16 32 48 64 96
+      {"  - [1]\n  - [2]\n  - [0.5]\n  - [1.5]\n", 48, 16, 64},           // 16 32 48 64
+      {"", 32, 0, 0},                                                     // no jitter
+  };
+  for (const Case& c : cases) {
+    {
+      std::ofstream out(path);
+      out << base << (c.rows.empty() ? "" : "jitter:\n" + c.rows);
+    }
+    auto r = SimulateWithProfile(*job, path, {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_DOUBLE_EQ(r->report.iteration_time_ms, c.median) << c.rows;
+    if (c.rows.empty()) {
+      EXPECT_FALSE(r->report.extra.contains("jitter"));
+      continue;
+    }
+    const auto& j = r->report.extra["jitter"];
+    EXPECT_DOUBLE_EQ(j["nominal_iteration_time_ms"].get<double>(), 32.0);
+    EXPECT_DOUBLE_EQ(j["min_ms"].get<double>(), c.min);
+    EXPECT_DOUBLE_EQ(j["max_ms"].get<double>(), c.max);
+  }
 }
 
 }  // namespace

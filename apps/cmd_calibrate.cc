@@ -2,6 +2,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "apps/commands.h"
@@ -47,6 +48,18 @@ Expected<CmdArgs> ParseCmdArgs(int argc, char** argv, int first,
     }
   }
   return a;
+}
+
+Expected<double> ToleranceArg(const CmdArgs& a, double fallback) {
+  const std::string text = a.Get("--tolerance");
+  if (text.empty()) return fallback;
+  char* end = nullptr;
+  const double tol = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !(tol >= 0 && tol <= 1)) {
+    return Error::BadInput("--tolerance: must be a number in [0, 1] (0.05 is 5%), got '" + text +
+                           "'");
+  }
+  return tol;
 }
 
 int CmdCalibrate(int argc, char** argv) {

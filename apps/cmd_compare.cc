@@ -119,15 +119,9 @@ int CmdCompare(int argc, char** argv) {
   }
   const std::string dir = a->Get("--out");
   if (dir.empty()) return fail(Error::BadInput("compare: --out DIR is required"));
-  double tol = 0.05;
-  if (!a->Get("--tolerance").empty()) {
-    char* end = nullptr;
-    tol = std::strtod(a->Get("--tolerance").c_str(), &end);
-    if (*end != '\0' || !(tol >= 0 && tol <= 1)) {
-      return fail(Error::BadInput("--tolerance: must be a number in [0, 1] (0.05 is 5%), got '" +
-                                  a->Get("--tolerance") + "'"));
-    }
-  }
+  auto tolerance = ToleranceArg(*a, 0.05);
+  if (!tolerance) return fail(tolerance.error());
+  const double tol = *tolerance;
   const std::string& pred = a->positional[0];
   const std::string& meas = a->positional[1];
   auto c = CompareFiles(pred, meas, dir, a->Get("--title", pred + " against " + meas), tol);

@@ -152,15 +152,9 @@ int CmdValidate(int argc, char** argv) {
     const char* e = std::getenv("PIPETWIN_MPIRUN");
     launcher = e != nullptr && *e != '\0' ? e : "mpirun";
   }
-  double tol = 0.05;
-  if (!a->Get("--tolerance").empty()) {
-    char* end = nullptr;
-    tol = std::strtod(a->Get("--tolerance").c_str(), &end);
-    if (*end != '\0' || !(tol >= 0 && tol <= 1)) {
-      return fail(Error::BadInput("--tolerance: must be a number in [0, 1], got '" +
-                                  a->Get("--tolerance") + "'"));
-    }
-  }
+  auto tolerance = ToleranceArg(*a, 0.05);
+  if (!tolerance) return fail(tolerance.error());
+  const double tol = *tolerance;
   const bool separate = a->Has("--separate-calibration");
   if (!separate && !a->Get("--calibrate-steps").empty()) {
     return fail(Error::BadInput(

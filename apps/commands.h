@@ -29,6 +29,9 @@ Expected<CmdArgs> ParseCmdArgs(int argc, char** argv, int first,
                                const std::vector<std::string>& valued,
                                const std::vector<std::string>& flags);
 
+// --tolerance, a fraction in [0, 1] (0.05 is 5%); `fallback` when not given.
+Expected<double> ToleranceArg(const CmdArgs& a, double fallback);
+
 // Shared by compare and validate (cmd_compare.cc).
 Expected<std::string> ReadText(const std::string& path);
 // Compares two report files and writes DIR/errors.md and DIR/errors.csv.

@@ -86,4 +86,9 @@ for bad in "--calibrate-steps 3" "--tolerance 2" "--schedules no-such-schedule";
   set -e
   [ "$rc" -eq 2 ] || { echo "validate $bad: exit $rc, expected 2: $err"; exit 1; }
 done
+set +e
+"$pipetwin" compare "$dir/p.json" "$dir/m.json" --out "$dir/cmp2" --no-plots --tolerance 5% 2>/dev/null
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { echo "compare --tolerance 5%: exit $rc, expected 2"; exit 1; }
 echo "end to end ok"

@@ -124,16 +124,21 @@ def plot_iteration(entries, out_path, tutorial):
     meas = [e["measured_ms"] for e in entries]
     lo = [e["measured_ms"] - e["min_ms"] for e in entries]
     hi = [e["max_ms"] - e["measured_ms"] for e in entries]
+    # With a jitter profile the prediction is the median of played steps: their spread too.
+    plo = [max(0.0, e["predicted_ms"] - e.get("pred_min_ms", e["predicted_ms"])) for e in entries]
+    phi = [max(0.0, e.get("pred_max_ms", e["predicted_ms"]) - e["predicted_ms"]) for e in entries]
+    spread = any(v > 0 for v in plo + phi)
     x = range(len(entries))
     width = 0.38
     fig, ax = plt.subplots(figsize=(max(6.5, 1.05 * len(entries) + 2.5), 4.8))
-    ax.bar([i - width / 2 for i in x], pred, width, label="predicted (simulate --profile)",
-           color="#4C72B0")
+    ax.bar([i - width / 2 for i in x], pred, width, yerr=[plo, phi] if spread else None,
+           capsize=3, label="predicted (simulate --profile%s)" %
+           ("; bar: min–max of the played steps" if spread else ""), color="#4C72B0")
     ax.bar([i + width / 2 for i in x], meas, width, yerr=[lo, hi], capsize=3,
            label="measured (run: median step; bar: min–max)", color="#DD8452")
-    top = max(pred + [m + h for m, h in zip(meas, hi)] + [1e-9])
+    top = max([p + h for p, h in zip(pred, phi)] + [m + h for m, h in zip(meas, hi)] + [1e-9])
     for i, e in enumerate(entries):
-        ax.text(i, max(pred[i], meas[i] + hi[i]) + top * 0.015, "%+.1f%%" % e["error_pct"],
+        ax.text(i, max(pred[i] + phi[i], meas[i] + hi[i]) + top * 0.015, "%+.1f%%" % e["error_pct"],
                 ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, top * 1.32)  # headroom for the labels and the legend
     ax.set_xlim(-0.7, len(entries) - 0.3)
@@ -149,10 +154,20 @@ def plot_iteration(entries, out_path, tutorial):
     else:
         ax.set_title("Iteration time per schedule, predicted against measured\n"
                      "(label: prediction error)")
-    ax.legend(loc="upper left", ncol=2, fontsize=8, frameon=False)
+    ax.legend(loc="upper left", ncol=1 if spread else 2, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(out_path, dpi=130)
     plt.close(fig)
+
+
+def with_predicted_spread(entry):
+    """Adds pred_min_ms / pred_max_ms from predicted.json's jitter key, where there is one."""
+    path = os.path.join(entry["dir"], "predicted.json")
+    if os.path.exists(path):
+        j = load_json(path).get("jitter")
+        if isinstance(j, dict) and "min_ms" in j and "max_ms" in j:
+            entry["pred_min_ms"], entry["pred_max_ms"] = j["min_ms"], j["max_ms"]
+    return entry
 
 
 def plot_memory(entries, out_path):
@@ -197,9 +212,10 @@ def single_entry(d):
     m = load_json(os.path.join(d, "measured.json"))
     steps = m.get("measured_steps_ms") or [m["iteration_time_ms"]]
     pm, mm = p["iteration_time_ms"], m["iteration_time_ms"]
-    return {"label": p.get("schedule", "job"), "dir": d, "predicted_ms": pm, "measured_ms": mm,
-            "min_ms": min(steps), "max_ms": max(steps),
-            "error_pct": 100.0 * (pm - mm) / mm if mm else 0.0}
+    return with_predicted_spread(
+        {"label": p.get("schedule", "job"), "dir": d, "predicted_ms": pm, "measured_ms": mm,
+         "min_ms": min(steps), "max_ms": max(steps),
+         "error_pct": 100.0 * (pm - mm) / mm if mm else 0.0})
 
 
 def summary_entries(d):
@@ -210,12 +226,12 @@ def summary_entries(d):
             if float(row["measured_ms"] or 0) <= 0 or not os.path.exists(
                     os.path.join(sub, "measured.json")):
                 continue
-            out.append({"label": row["label"], "dir": sub,
+            out.append(with_predicted_spread({"label": row["label"], "dir": sub,
                         "predicted_ms": float(row["predicted_ms"]),
                         "measured_ms": float(row["measured_ms"]),
                         "min_ms": float(row["measured_min_ms"]),
                         "max_ms": float(row["measured_max_ms"]),
-                        "error_pct": float(row["error_pct"])})
+                        "error_pct": float(row["error_pct"])}))
     return out
 
 

@@ -76,6 +76,15 @@ for path, labels in ((sys.argv[1], ["pp2-1f1b", "pp2-zb-h1"]), (sys.argv[2], ["p
             assert 0.5 < float(r["predicted_ms"]) / float(r["measured_ms"]) < 2.0, r
 PY
 grep -q "run --calibrate" "$dir/val/summary.md"
+# The plots (scripts/plot.py, Debian's python3-matplotlib from scripts/deps.sh).
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 "$(dirname "$0")/../../scripts/plot.py" "$dir/val"
+  for png in iteration_time memory timeline-pp2-1f1b timeline-pp2-zb-h1; do
+    [ -s "$dir/val/$png.png" ] || { echo "plot.py made no $png.png"; exit 1; }
+  done
+else
+  echo "plots not checked: /usr/bin/python3 has no matplotlib"
+fi
 grep -q "pipetwin calibrate" "$dir/val2/summary.md"
 [ -f "$dir/val/pp2-zb-h1/profile.yaml" ] && [ -f "$dir/val2/pp2-gpipe/calibrate.log" ]
 for bad in "--calibrate-steps 3" "--tolerance 2" "--schedules no-such-schedule"; do

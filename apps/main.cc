@@ -153,6 +153,12 @@ int CmdSimulate(int argc, char** argv) {
                 j["model"].get<std::string>().c_str(), j["world_size"].get<int>(),
                 j["device"].get<std::string>().c_str(), r.throughput.tflops_per_device,
                 100.0 * r.throughput.mfu, r.throughput.tokens_per_s);
+    if (r.extra.contains("hardware_flops") && j["hardware_flops_per_iteration"].get<double>() >
+                                                  j["model_flops_per_iteration"].get<double>()) {
+      const auto& hw = r.extra["hardware_flops"];
+      std::printf("with the recomputed forward: %.1f TFLOP/s per device (HFU %.1f%%)\n",
+                  hw["tflops_per_device"].get<double>(), 100.0 * hw["hfu"].get<double>());
+    }
     const double gib = 1024.0 * 1024 * 1024;
     if (m["fits"].get<bool>()) {
       std::printf("memory: fits; the fullest rank (%d) peaks at %.1f GiB of %.1f GiB\n",

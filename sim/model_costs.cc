@@ -262,6 +262,20 @@ void AddModelReport(Report& r, const ParallelConfig& par, const Schedule& s, con
                            : 0.0;
   }
 
+  // Hardware FLOPs: what runs, recompute included. Narayanan et al. 2021 report their
+  // "achieved teraFLOP/s per GPU" this way (their Eq. 3 counts the recomputed forward).
+  double hardware_flops = 0;
+  for (const models::StageCost& c : jc.stages) hardware_flops += c.hardware_flops_per_microbatch;
+  hardware_flops *= static_cast<double>(m) * par.dp;
+  if (iter_s > 0) {
+    nlohmann::ordered_json hw;
+    hw["tflops_per_device"] = hardware_flops / iter_s / world * 1e-12;
+    hw["hfu"] = jc.peak_flops_per_device > 0
+                    ? hardware_flops / iter_s / world / jc.peak_flops_per_device
+                    : 0.0;
+    r.extra["hardware_flops"] = hw;
+  }
+
   // The step of the busiest pipeline rank, broken down.
   int busiest = 0;
   for (int q = 1; q < s.num_ranks; ++q) {
@@ -296,6 +310,7 @@ void AddModelReport(Report& r, const ParallelConfig& par, const Schedule& s, con
   job["pipeline_replicas"] = replicas;
   job["parameters"] = jc.total_parameters;
   job["model_flops_per_iteration"] = model_flops;
+  job["hardware_flops_per_iteration"] = hardware_flops;
   job["device"] = jc.cluster.device.name;
   r.extra["job"] = job;
 }

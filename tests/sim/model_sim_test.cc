@@ -48,6 +48,22 @@ TEST(ModelSim, Gpt3ModelFlopsAndMfuFollowNarayanan) {
   EXPECT_EQ(r.report.ranks[0].peak_memory_bytes, r.report.ranks[127].peak_memory_bytes);
 }
 
+// Full recompute: the hardware FLOPs add the recomputed forward, Narayanan et al.'s Eq. 3,
+// 96·B·s·l·h²·(1 + s/(6h) + V/(16lh)); the model FLOPs stay at 72·B·s·l·h²·(…/12lh).
+TEST(ModelSim, HardwareFlopsCountTheRecomputedForward) {
+  const SimResult r = SimFile("examples/models/megatron-1t.yaml");
+  const double B = 3072, s = 2048, l = 128, h = 25600, V = 50257;
+  const double hw = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(r.report.extra["job"]["hardware_flops_per_iteration"].get<double>() / hw, 1.0, 1e-9);
+  EXPECT_NEAR(r.report.extra["job"]["model_flops_per_iteration"].get<double>() / model, 1.0, 1e-9);
+  const double iter_s = r.report.iteration_time_ms * 1e-3;
+  EXPECT_NEAR(r.report.extra["hardware_flops"]["tflops_per_device"].get<double>(),
+              hw / iter_s / 3072 * 1e-12, 1e-6);
+  EXPECT_NEAR(r.report.extra["hardware_flops"]["hfu"].get<double>(), hw / iter_s / 3072 / 312e12,
+              1e-9);
+}
+
 // 1F1B on the tiny model, p2p, DP and sync free: the cost table sets every action's time and
 // the step must take the 1F1B closed form (m + p − 1)(F + B) of the uniform middle... here
 // the stages differ (embedding, output layer), so check the pieces instead: busy time per

@@ -135,6 +135,35 @@ Status ParseLink(const YAML::Node& node, const YamlFields& f, const std::string&
   return OkStatus();
 }
 
+// `cluster.compute`: the efficiency model's constants, for calibrating against measured runs.
+// A new gemm_efficiency keeps the per-kernel overhead t0 (mnk_half is proportional to e).
+Status ParseCompute(const YAML::Node& node, const YamlFields& f, DeviceSpec* d) {
+  if (!node) return OkStatus();
+  if (Status s = f.CheckKeys(node, "cluster.compute",
+                             {"gemm_efficiency", "attention_forward_efficiency",
+                              "attention_backward_efficiency", "hbm_efficiency"});
+      !s) {
+    return s;
+  }
+  auto fraction = [&](const char* key, double* out) -> Status {
+    const YAML::Node v = node[key];
+    if (!v) return OkStatus();
+    Expected<double> x = f.Number(v, std::string("cluster.compute.") + key, 1e-3, 1);
+    if (!x) return x.error();
+    *out = *x;
+    return OkStatus();
+  };
+  const double e0 = d->gemm_efficiency;
+  for (Status s : {fraction("gemm_efficiency", &d->gemm_efficiency),
+                   fraction("attention_forward_efficiency", &d->attn_fwd_efficiency),
+                   fraction("attention_backward_efficiency", &d->attn_bwd_efficiency),
+                   fraction("hbm_efficiency", &d->hbm_efficiency)}) {
+    if (!s) return s;
+  }
+  d->gemm_mnk_half *= d->gemm_efficiency / e0;
+  return OkStatus();
+}
+
 }  // namespace
 
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& f,
@@ -145,7 +174,7 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
   if (node && !node.IsNull()) {
     if (Status s = f.CheckKeys(node, "cluster",
                                {"device", "gpus_per_node", "nodes", "intra_node", "inter_node",
-                                "rank_order", "dp_reduction", "parameter_servers"});
+                                "rank_order", "dp_reduction", "parameter_servers", "compute"});
         !s) {
       return s.error();
     }
@@ -197,6 +226,7 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
         !s) {
       return s.error();
     }
+    if (Status s = ParseCompute(node["compute"], f, &c.device); !s) return s.error();
   }
   c.device.gpus_per_node = c.gpus_per_node;
   if (!nodes_given) c.nodes = std::max(1, (world_size + c.gpus_per_node - 1) / c.gpus_per_node);

@@ -84,7 +84,9 @@ struct ClusterConfig {
 
 // `cluster:`; absent: an a100-sxm-80gb cluster just large enough for `world_size` ranks.
 // Keys: device, gpus_per_node, nodes, intra_node, inter_node ({bandwidth_gb_s, latency_us,
-// efficiency}), rank_order (default tp-cp-dp-pp). `nodes` defaults to ceil(world_size /
+// efficiency}), rank_order (default tp-cp-dp-pp), compute ({gemm_efficiency,
+// attention_forward_efficiency, attention_backward_efficiency, hbm_efficiency}: the
+// efficiency model's constants, each in (0, 1]). `nodes` defaults to ceil(world_size /
 // gpus_per_node) and must hold them.
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& fields,
                                            int world_size);

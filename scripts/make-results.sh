@@ -22,4 +22,5 @@ for j in gpt3-175b llama3-70b llama3-405b megatron-1t; do
   "$bin" simulate "examples/models/$j.yaml" --report "results/models/$j.report.json" "${trace[@]}" \
     > "results/models/$j.txt"
 done
+python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.md
 ls -la results/schedules results/models

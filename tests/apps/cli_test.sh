@@ -62,6 +62,18 @@ cmp -s "$dir/r1.json" "$dir/r2.json" && cmp -s "$dir/t1.json" "$dir/t2.json" \
   && echo "ok: reports and traces identical across runs" \
   || { echo "FAIL: two runs differ"; fail=1; }
 
+# Every example job simulates; the recompute jobs report hardware FLOPs above model FLOPs.
+for job in "$src"/examples/models/*.yaml "$src"/examples/megatron/*.yaml; do
+  "$bin" simulate "$job" --per-pipeline-rank --report "$dir/ex.json" >/dev/null \
+    || { echo "FAIL: $job does not simulate"; fail=1; continue; }
+  case $job in
+    */megatron/*)
+      grep -q '"hardware_flops"' "$dir/ex.json" \
+        || { echo "FAIL: $job: no hardware_flops in the report"; fail=1; } ;;
+  esac
+done
+echo "ok: every example in examples/models and examples/megatron simulates"
+
 rm -rf "$dir"
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -119,3 +119,47 @@ TEST(PlacementTest, CustomOrder) {
 
 }  // namespace
 }  // namespace pipetwin::models
+
+#include <yaml-cpp/yaml.h>
+
+#include "models/cluster.h"
+#include "schedule/yaml_fields.h"
+
+namespace pipetwin::models {
+namespace {
+
+// cluster.compute replaces the efficiency model's constants; a new gemm_efficiency keeps the
+// per-kernel overhead t0, so t = 2mnk / (e·peak) + t0 holds for both.
+TEST(ClusterTest, ComputeOverridesKeepTheKernelOverhead) {
+  const YamlFields f{"job.yaml"};
+  auto base = ParseClusterConfig(YAML::Load("{device: a100-sxm-80gb}"), f, 8);
+  auto tuned = ParseClusterConfig(
+      YAML::Load("{device: a100-sxm-80gb, compute: {gemm_efficiency: 0.6, hbm_efficiency: 0.5, "
+                 "attention_forward_efficiency: 0.4, attention_backward_efficiency: 0.3}}"),
+      f, 8);
+  ASSERT_TRUE(base.ok() && tuned.ok());
+  const DeviceSpec& a = base->device;
+  const DeviceSpec& b = tuned->device;
+  EXPECT_DOUBLE_EQ(b.gemm_efficiency, 0.6);
+  EXPECT_DOUBLE_EQ(b.hbm_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(b.attn_fwd_efficiency, 0.4);
+  EXPECT_DOUBLE_EQ(b.attn_bwd_efficiency, 0.3);
+  const double peak = a.peak_bf16_flops, mnk = 4096.0 * 4096 * 4096;
+  auto t0 = [&](const DeviceSpec& d) {
+    return GemmMs(d, Precision::kBf16, 4096, 4096, 4096) * 1e-3 -
+           2 * mnk / (d.gemm_efficiency * peak);
+  };
+  EXPECT_NEAR(t0(a), 5e-6, 1e-12);
+  EXPECT_NEAR(t0(b), 5e-6, 1e-12);
+  // Bad values name the key and exit with status 2.
+  for (const char* bad : {"{compute: {gemm_efficiency: 1.5}}", "{compute: {gemm_eff: 0.5}}",
+                          "{compute: {hbm_efficiency: fast}}"}) {
+    auto e = ParseClusterConfig(YAML::Load(bad), f, 8);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.error().exit_status(), 2);
+    EXPECT_NE(e.error().message.find("cluster.compute"), std::string::npos) << e.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace pipetwin::models

@@ -167,47 +167,39 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
       for (int s : mine) at(s, kTransferBytes) = bytes;
     }
 
-    // 3. The data-parallel reduction of each stage's gradients, with the backend's own calls
-    //    (exec/cpu_backend.cc: in place; a reduce-scatter of the padded gradients under
-    //    ZeRO-1) and the engine's own polling (WaitRequest): a nonblocking collective
+    // 3. The data-parallel reduction of each stage's gradients, as the backend makes it
+    //    (CpuBackend::DescribeReduceGrad: in place; a reduce-scatter of the padded gradients
+    //    under ZeRO-1), polled as the engine polls (WaitRequest): a nonblocking collective
     //    progresses only when tested, so a blocking benchmark would time another thing.
     int dp = 1;
     PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
-    const bool zero1 = job.parallel.zero == 1 && dp > 1;
     const double timeout_s = job.execution_config.timeout_s;
     for (int s : mine) {
-      const std::size_t n = ctx.backend.chunk(s).grads().size();
       if (dp <= 1) {
         at(s, kDpMs) = 0;
         at(s, kDpBytes) = 0;
         continue;
       }
-      const std::size_t shard =
-          (n + static_cast<std::size_t>(dp) - 1) / static_cast<std::size_t>(dp);
-      std::vector<float> g(zero1 ? shard * static_cast<std::size_t>(dp) : n, 1.0f);
+      const CpuBackend::GradReduction red = ctx.backend.DescribeReduceGrad(s);
+      std::vector<float> g(red.elements, 1.0f);
       std::vector<double> t;
       for (int i = 0; i < reps + 3; ++i) {
         PT_MPI_CHECK(MPI_Barrier(ctx.groups.dp));
         const double st = Now();
         MPI_Request req;
-        if (zero1) {
-          PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, g.data(), static_cast<int>(shard),
-                                                 MPI_FLOAT, MPI_SUM, ctx.groups.dp, &req));
+        if (red.reduce_scatter) {
+          PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, g.data(),
+                                                 static_cast<int>(red.elements) / dp, MPI_FLOAT,
+                                                 MPI_SUM, ctx.groups.dp, &req));
         } else {
-          PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(n), MPI_FLOAT,
-                                      MPI_SUM, ctx.groups.dp, &req));
+          PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(red.elements),
+                                      MPI_FLOAT, MPI_SUM, ctx.groups.dp, &req));
         }
         WaitRequest(&req, timeout_s, [] { return std::string("calibrating the DP reduction"); });
         if (i >= 3) t.push_back((Now() - st) * 1e3);
       }
       at(s, kDpBenchMs) = Median(t);
-      // Bytes one rank sends, as the backend counts them (a ring: 2(n-1)/n of the gradients
-      // for an all-reduce, (n-1)/n of the padded ones for a reduce-scatter).
-      const double sent =
-          zero1 ? static_cast<double>(dp - 1) / dp *
-                      static_cast<double>(shard * static_cast<std::size_t>(dp) * sizeof(float))
-                : 2.0 * (dp - 1) / dp * static_cast<double>(n * sizeof(float));
-      at(s, kDpBytes) = static_cast<double>(static_cast<std::int64_t>(sent));
+      at(s, kDpBytes) = static_cast<double>(red.bytes_sent);
     }
     // What the profile uses is the reduction as the steps ran it: from the last replica's
     // start to the last replica's end (the replicas' imbalance is in the jitter below), with

@@ -292,23 +292,31 @@ void CpuBackend::StartReduceGrad(int stage) {
   }
   MPI_Request req;
   const std::span<float> g = c.grads();
-  if (cfg_.zero1) {
+  const GradReduction r = DescribeReduceGrad(stage);
+  if (r.reduce_scatter) {
     // Reduce-scatter in place in a padded copy: this rank's reduced shard lands in front.
-    const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
     auto [it, inserted] = zero_grads_.try_emplace(
-        stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(padded)));
+        stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(r.elements)));
     if (!inserted) throw std::logic_error("REDUCE_GRAD twice for stage " + std::to_string(stage));
     std::copy(g.begin(), g.end(), it->second.data());
     PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, it->second.data(),
                                            static_cast<int>(Shard(stage)), MPI_FLOAT, MPI_SUM,
                                            cfg_.dp_comm, &req));
-    bytes_dp_ += RingBytes(padded, cfg_.dp, 1.0);
   } else {
-    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_FLOAT,
+    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(r.elements), MPI_FLOAT,
                                 MPI_SUM, cfg_.dp_comm, &req));
-    bytes_dp_ += RingBytes(g.size(), cfg_.dp, 2.0);
   }
+  bytes_dp_ += r.bytes_sent;
   reduce_req_[stage] = req;
+}
+
+CpuBackend::GradReduction CpuBackend::DescribeReduceGrad(int stage) const {
+  if (cfg_.zero1) {
+    const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
+    return {padded, true, RingBytes(padded, cfg_.dp, 1.0)};
+  }
+  const std::size_t n = chunks_.at(stage)->grads().size();
+  return {n, false, RingBytes(n, cfg_.dp, 2.0)};
 }
 
 std::size_t CpuBackend::Shard(int stage) const {

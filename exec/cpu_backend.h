@@ -80,6 +80,15 @@ class CpuBackend final : public Backend {
   bool TestSends() override;
   void StartReduceGrad(int stage) override;
   bool TestReduceGrad(int stage) override;
+  // What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the
+  // gradients; under ZeRO-1 a copy padded to a multiple of dp, reduce-scattered), and the
+  // bytes this rank sends (a ring). Calibration benchmarks exactly this.
+  struct GradReduction {
+    std::size_t elements = 0;
+    bool reduce_scatter = false;
+    std::int64_t bytes_sent = 0;
+  };
+  GradReduction DescribeReduceGrad(int stage) const;
   double StepLoss() const override { return step_loss_; }
   MemoryBytes PeakMemory() const override;
   std::int64_t PeakMemoryTotal() const override;

@@ -66,51 +66,12 @@ usage:
 Exit status: 0 success, 2 bad input (the message names the file and the field), 1 other failure.
 )";
 
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --key value
-  std::vector<std::string> flags;              // --key
-};
-
-// Options that take a value; everything else starting with -- is a flag.
-Expected<Args> ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& valued,
-                         const std::vector<std::string>& flags) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) != 0) {
-      a.positional.push_back(s);
-      continue;
-    }
-    bool is_valued = false;
-    for (const auto& v : valued) is_valued = is_valued || v == s;
-    bool is_flag = false;
-    for (const auto& f : flags) is_flag = is_flag || f == s;
-    if (is_valued) {
-      if (i + 1 >= argc) return Error::BadInput("option " + s + " needs a value");
-      a.options[s] = argv[++i];
-    } else if (is_flag) {
-      a.flags.push_back(s);
-    } else {
-      return Error::BadInput("unknown option " + s + " (see pipetwin --help)");
-    }
-  }
-  return a;
-}
-
-bool HasFlag(const Args& a, const std::string& f) {
-  for (const auto& x : a.flags) {
-    if (x == f) return true;
-  }
-  return false;
-}
-
 int Fail(const Error& e) {
   std::cerr << "pipetwin: " << e.message << "\n";
   return e.exit_status();
 }
 
-Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
+Expected<JobSpec> JobFromArgs(const CmdArgs& a, const char* cmd) {
   if (a.positional.size() != 1) {
     return Error::BadInput(std::string(cmd) +
                            ": expected exactly one job file (see pipetwin --help)");
@@ -119,14 +80,14 @@ Expected<JobSpec> JobFromArgs(const Args& a, const char* cmd) {
 }
 
 int CmdSimulate(int argc, char** argv) {
-  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--profile"},
-                     {"--ascii", "--per-pipeline-rank"});
+  auto a = ParseCmdArgs(argc, argv, 2, {"--report", "--trace", "--profile"},
+                        {"--ascii", "--per-pipeline-rank"});
   if (!a) return Fail(a.error());
   auto job = JobFromArgs(*a, "simulate");
   if (!job) return Fail(job.error());
-  const bool want_timeline = a->options.count("--trace") > 0 || HasFlag(*a, "--ascii");
+  const bool want_timeline = a->options.count("--trace") > 0 || a->Has("--ascii");
   const SimulateOptions so{.record_timeline = want_timeline,
-                           .per_world_rank = !HasFlag(*a, "--per-pipeline-rank")};
+                           .per_world_rank = !a->Has("--per-pipeline-rank")};
   // --profile: measured costs (pipetwin calibrate) in place of the cost model's times.
   auto res = a->options.count("--profile") > 0
                  ? SimulateWithProfile(*job, a->options.at("--profile"), so)
@@ -181,14 +142,14 @@ int CmdSimulate(int argc, char** argv) {
                 k.peak_pending_weight_grads,
                 static_cast<double>(k.peak_memory_bytes) / (1024.0 * 1024 * 1024));
   }
-  if (HasFlag(*a, "--ascii")) {
+  if (a->Has("--ascii")) {
     std::printf("\n%s", AsciiTimeline(res->timeline, res->schedule.StagesPerRank()).c_str());
   }
   return 0;
 }
 
 int CmdSchedule(int argc, char** argv) {
-  auto a = ParseArgs(argc, argv, 2, {"--csv", "--format"}, {});
+  auto a = ParseCmdArgs(argc, argv, 2, {"--csv", "--format"}, {});
   if (!a) return Fail(a.error());
   auto job = JobFromArgs(*a, "schedule");
   if (!job) return Fail(job.error());
@@ -230,8 +191,8 @@ int CmdRun(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, e.exit_status());
     return e.exit_status();
   };
-  auto a = ParseArgs(argc, argv, 2, {"--report", "--trace", "--backend", "--calibrate"},
-                     {"--check-reference"});
+  auto a = ParseCmdArgs(argc, argv, 2, {"--report", "--trace", "--backend", "--calibrate"},
+                        {"--check-reference"});
   if (!a) return abort_with(a.error(), rank == 0);
   auto job = JobFromArgs(*a, "run");
   if (!job) return abort_with(job.error(), rank == 0);
@@ -241,7 +202,7 @@ int CmdRun(int argc, char** argv) {
   } else {
     return abort_with(Error::BadInput("run: --backend cpu|cuda is required"), rank == 0);
   }
-  opts.check_reference = HasFlag(*a, "--check-reference");
+  opts.check_reference = a->Has("--check-reference");
   std::string profile_out, profile_yaml;
   if (auto it = a->options.find("--calibrate"); it != a->options.end()) {
     profile_out = it->second;

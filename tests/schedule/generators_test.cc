@@ -30,7 +30,7 @@ class Golden : public ::testing::TestWithParam<const char*> {};
 TEST_P(Golden, ReproducesTheZeroBubblePaperFigure) {
   const std::string name = GetParam();
   const std::string golden =
-      ReadFile(std::string(PIPETWIN_SHARED_DIR) + "/reference/" + name + "-p4-m8.csv");
+      ReadFile(std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/" + name + "-p4-m8.csv");
   ASSERT_FALSE(golden.empty()) << "missing golden file for " << name;
   EXPECT_EQ(WriteScheduleCsv(Gen(name.c_str(), 4, 8), CsvFormat::kComputeOnly), golden);
 }

@@ -8,8 +8,8 @@
 #include "apps/commands.h"
 #include "exec/calibrate.h"
 #include "exec/mpi_util.h"
+#include "job/job.h"
 #include "schedule/csv.h"
-#include "schedule/job.h"
 
 namespace pipetwin {
 
@@ -118,7 +118,7 @@ int CmdCalibrate(int argc, char** argv) {
   }
   if (res->root) {
     if (Status s = WriteFileAtomic(out, res->profile_yaml); !s) return abort_with(s.error(), true);
-    std::printf("%s: calibrated on %s, profile written to %s\n", job->path.c_str(),
+    std::printf("%s: calibrated on %s, profile written to %s\n", job->path().c_str(),
                 opts.backend.c_str(), out.c_str());
     std::fflush(stdout);
   }

@@ -24,10 +24,10 @@
 #include <thread>
 
 #include "apps/commands.h"
+#include "job/job.h"
 #include "schedule/build.h"
 #include "schedule/csv.h"
 #include "schedule/generators.h"
-#include "schedule/job.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
 #include "sim/engine.h"
@@ -176,7 +176,7 @@ int CmdValidate(int argc, char** argv) {
     if (!job) return fail(job.error());
     std::vector<std::string> schedules;
     if (which == "job") {
-      schedules = {job->schedule};
+      schedules = {job->config.schedule};
     } else if (which == "all") {
       for (const GeneratorInfo& g : AllGenerators()) schedules.emplace_back(g.name);
     } else {
@@ -202,7 +202,7 @@ int CmdValidate(int argc, char** argv) {
       YAML::Node v = YAML::Clone(root);
       v["schedule"] = sched;
       if (sched == "interleaved-1f1b") {
-        if (job->parallel.vpp < 2) v["parallel"]["vpp"] = 2;
+        if (job->parallel().vpp < 2) v["parallel"]["vpp"] = 2;
       } else if (v["parallel"] && v["parallel"]["vpp"]) {
         // V-shaped schedules place two chunks per rank themselves; the others one.
         if (sched == "zbv" || sched == "dualpipev") {
@@ -222,19 +222,13 @@ int CmdValidate(int argc, char** argv) {
       auto vj = ParseJob(p.variant_yaml, out + "/" + p.e.label + "/job.yaml");
       if (!vj) {
         if (which == "job") return fail(vj.error());
-        p.e.note = "skipped: " + vj.error().message;
+        p.e.note = "skipped: " + vj.error().message.substr(0, vj.error().message.find('\n'));
       } else {
-        p.e.pp = vj->parallel.pp;
-        p.e.dp = vj->parallel.dp;
-        p.e.tp = vj->parallel.tp;
-        p.np = vj->parallel.WorldSize();
-        p.e.microbatches = vj->microbatches.value_or(0);
-        if (vj->microbatches) {
-          if (auto s = BuildSchedule(*vj, *vj->microbatches); !s) {
-            if (which == "job") return fail(s.error());
-            p.e.note = "skipped: " + s.error().message.substr(0, s.error().message.find('\n'));
-          }
-        }
+        p.e.pp = vj->parallel().pp;
+        p.e.dp = vj->parallel().dp;
+        p.e.tp = vj->parallel().tp;
+        p.np = vj->parallel().WorldSize();
+        p.e.microbatches = vj->microbatches;
       }
       for (char& c : p.e.note) c = c == ',' ? ';' : c;
       plans.push_back(std::move(p));
@@ -387,10 +381,11 @@ int CmdValidate(int argc, char** argv) {
         }
         medians[key] = worst;
       }
-      if (auto t = LoadProfile(dir + "/profile.yaml", sim->schedule, &medians); t) {
-        const SimStats st =
-            RunEngine(sim->schedule, t->table, {.optimizer_sync = job->optimizer_sync}, nullptr);
-        e.replay_ms = BuildReport(*job, sim->schedule, st).iteration_time_ms;
+      if (auto t = LoadProfile(dir + "/profile.yaml", job->schedule, &medians); t) {
+        const SimStats st = RunEngine(job->schedule, t->table,
+                                      {.optimizer_sync = job->config.optimizer_sync}, nullptr);
+        e.replay_ms =
+            static_cast<double>(IterationNs(job->config.optimizer_sync, StepRecordOf(st))) * 1e-6;
         e.replay_error = e.measured_ms > 0 ? (e.replay_ms - e.measured_ms) / e.measured_ms : 0;
       }
     }

@@ -13,11 +13,11 @@
 #include "exec/calibrate.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
+#include "job/job.h"
 #include "models/cluster.h"
 #include "models/model.h"
-#include "schedule/build.h"
 #include "schedule/csv.h"
-#include "schedule/job.h"
+#include "schedule/generators.h"
 #include "schedule/lower.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
@@ -71,7 +71,7 @@ int Fail(const Error& e) {
   return e.exit_status();
 }
 
-Expected<JobSpec> JobFromArgs(const CmdArgs& a, const char* cmd) {
+Expected<ResolvedJob> JobFromArgs(const CmdArgs& a, const char* cmd) {
   if (a.positional.size() != 1) {
     return Error::BadInput(std::string(cmd) +
                            ": expected exactly one job file (see pipetwin --help)");
@@ -98,38 +98,35 @@ int CmdSimulate(int argc, char** argv) {
     if (Status s = WriteFileAtomic(it->second, ReportToJson(r)); !s) return Fail(s.error());
   }
   if (auto it = a->options.find("--trace"); it != a->options.end()) {
-    if (Status s = WriteFileAtomic(it->second, TraceJson(res->timeline, job->path)); !s) {
+    if (Status s = WriteFileAtomic(it->second, TraceJson(res->timeline, job->path())); !s) {
       return Fail(s.error());
     }
   }
-  std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job->path.c_str(),
-              r.schedule.c_str(), r.pp, r.microbatches, res->schedule.NumActions());
+  std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job->path().c_str(),
+              r.schedule.c_str(), r.pp, r.microbatches, job->schedule.NumActions());
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
               100.0 * r.bubble_fraction);
-  if (r.extra.contains("job")) {
-    const auto& j = r.extra["job"];
-    const auto& m = r.extra["memory"];
+  if (r.job && r.memory) {
+    const JobSummary& j = *r.job;
+    const MemorySummary& m = *r.memory;
     std::printf("%s on %d × %s: %.1f TFLOP/s per device, MFU %.1f%%, %.0f tokens/s\n",
-                j["model"].get<std::string>().c_str(), j["world_size"].get<int>(),
-                j["device"].get<std::string>().c_str(), r.throughput.tflops_per_device,
+                j.model.c_str(), j.world_size, j.device.c_str(), r.throughput.tflops_per_device,
                 100.0 * r.throughput.mfu, r.throughput.tokens_per_s);
-    if (r.extra.contains("hardware_flops") && j["hardware_flops_per_iteration"].get<double>() >
-                                                  j["model_flops_per_iteration"].get<double>()) {
-      const auto& hw = r.extra["hardware_flops"];
+    if (r.hardware_flops && j.hardware_flops_per_iteration > j.model_flops_per_iteration) {
       std::printf("with the recomputed forward: %.1f TFLOP/s per device (HFU %.1f%%)\n",
-                  hw["tflops_per_device"].get<double>(), 100.0 * hw["hfu"].get<double>());
+                  r.hardware_flops->tflops_per_device, 100.0 * r.hardware_flops->hfu);
     }
     const double gib = 1024.0 * 1024 * 1024;
-    if (m["fits"].get<bool>()) {
+    if (m.fits) {
       std::printf("memory: fits; the fullest rank (%d) peaks at %.1f GiB of %.1f GiB\n",
-                  m["worst_rank"].get<int>(), m["worst_peak_bytes"].get<double>() / gib,
-                  m["device_memory_bytes"].get<double>() / gib);
+                  m.worst_rank, static_cast<double>(m.worst_peak_bytes) / gib,
+                  static_cast<double>(m.device_memory_bytes) / gib);
     } else {
       std::printf("memory: DOES NOT FIT; rank %d needs %.1f GiB of %.1f GiB (%.1f GiB short)\n",
-                  m["worst_rank"].get<int>(), m["worst_peak_bytes"].get<double>() / gib,
-                  m["device_memory_bytes"].get<double>() / gib,
-                  m["shortfall_bytes"].get<double>() / gib);
+                  m.worst_rank, static_cast<double>(m.worst_peak_bytes) / gib,
+                  static_cast<double>(m.device_memory_bytes) / gib,
+                  static_cast<double>(m.shortfall_bytes) / gib);
     }
   }
   // One line per pipeline rank: data-, tensor- and context-parallel replicas are identical.
@@ -143,7 +140,7 @@ int CmdSimulate(int argc, char** argv) {
                 static_cast<double>(k.peak_memory_bytes) / (1024.0 * 1024 * 1024));
   }
   if (a->Has("--ascii")) {
-    std::printf("\n%s", AsciiTimeline(res->timeline, res->schedule.StagesPerRank()).c_str());
+    std::printf("\n%s", AsciiTimeline(res->timeline, job->schedule.StagesPerRank()).c_str());
   }
   return 0;
 }
@@ -162,12 +159,7 @@ int CmdSchedule(int argc, char** argv) {
                                   it->second + "'"));
     }
   }
-  if (!job->microbatches) {
-    return Fail(Error::BadInput(job->path + ": microbatches: required by this version"));
-  }
-  auto s = BuildSchedule(*job, *job->microbatches);
-  if (!s) return Fail(s.error());
-  const std::string text = WriteScheduleCsv(*s, format);
+  const std::string text = WriteScheduleCsv(job->schedule, format);
   if (auto it = a->options.find("--csv"); it != a->options.end()) {
     if (Status st = WriteFileAtomic(it->second, text); !st) return Fail(st.error());
   } else {
@@ -247,12 +239,12 @@ int CmdRun(int argc, char** argv) {
     }
     if (auto it = a->options.find("--trace"); it != a->options.end()) {
       if (Status s =
-              WriteFileAtomic(it->second, TraceJson(res->timeline, job->path + " (measured)"));
+              WriteFileAtomic(it->second, TraceJson(res->timeline, job->path() + " (measured)"));
           !s) {
         return abort_with(s.error(), true);
       }
     }
-    std::printf("%s: %s, pp %d, %d microbatches, %zu ranks, backend %s\n", job->path.c_str(),
+    std::printf("%s: %s, pp %d, %d microbatches, %zu ranks, backend %s\n", job->path().c_str(),
                 r.schedule.c_str(), r.pp, r.microbatches, r.ranks.size(), opts.backend.c_str());
     std::printf("measured iteration time %.3f ms (median of %zu steps), bubble %.2f%%\n",
                 r.iteration_time_ms, res->step_ms.size(), 100.0 * r.bubble_fraction);

@@ -5,21 +5,20 @@
 //
 // BM_Engine times the discrete-event engine alone on a lowered, validated schedule (what a
 // parameter sweep re-runs when only costs change); BM_EndToEnd adds generating, lowering and
-// validating the schedule and building the report (what `pipetwin simulate` does).
+// validating the schedule (resolving the job) and building the report (what `pipetwin
+// simulate` does after reading the file).
 #include <benchmark/benchmark.h>
 
 #include <string>
 #include <vector>
 
-#include "models/costs.h"
-#include "schedule/build.h"
-#include "sim/model_costs.h"
+#include "job/job.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
 namespace {
 
-JobSpec MakeJob(int pp, int m) {
+ResolvedJob MakeJob(int pp, int m) {
   auto job = ParseJob("schedule: interleaved-1f1b\nmicrobatches: " + std::to_string(m) +
                           "\nparallel: {pp: " + std::to_string(pp) +
                           ", vpp: 2}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.1, "
@@ -32,9 +31,9 @@ JobSpec MakeJob(int pp, int m) {
 void BM_Engine(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0));
   const int m = static_cast<int>(state.range(1));
-  const JobSpec job = MakeJob(pp, m);
-  const Schedule s = *BuildSchedule(job, m);
-  const CostTable costs = UniformCosts(*job.costs, s.num_stages);
+  const ResolvedJob job = MakeJob(pp, m);
+  const Schedule& s = job.schedule;
+  const CostTable costs = JobCostTable(job);
   std::uint64_t actions = 0;
   for (auto _ : state) {
     SimStats st = RunEngine(s, costs, {.optimizer_sync = true}, nullptr);
@@ -49,10 +48,11 @@ void BM_Engine(benchmark::State& state) {
 void BM_EndToEnd(benchmark::State& state) {
   const int pp = static_cast<int>(state.range(0));
   const int m = static_cast<int>(state.range(1));
-  const JobSpec job = MakeJob(pp, m);
+  const ResolvedJob job = MakeJob(pp, m);
   std::uint64_t actions = 0;
   for (auto _ : state) {
-    auto r = Simulate(job, /*record_timeline=*/false);
+    auto j = ResolveJob(job.config);
+    auto r = Simulate(*j, /*record_timeline=*/false);
     benchmark::DoNotOptimize(r->report.iteration_time_ms);
     actions += r->stats.actions;
   }
@@ -83,10 +83,8 @@ namespace {
 // test suite over pp 1..16 × m 1..64), one report row per pipeline rank instead of per GPU.
 void BM_Gpt3Sweep(benchmark::State& state) {
   const bool lean = state.range(0) == 1;
-  auto job = LoadJob(std::string(PIPETWIN_SOURCE_DIR) + "/examples/models/gpt3-175b.yaml");
+  auto job = ReadJobConfig(std::string(PIPETWIN_SOURCE_DIR) + "/examples/models/gpt3-175b.yaml");
   if (!job) throw std::runtime_error(job.error().message);
-  auto base = models::ParseCostInputs(*job);
-  if (!base) throw std::runtime_error(base.error().message);
   struct Config {
     int tp, pp, mb;
   };
@@ -99,22 +97,18 @@ void BM_Gpt3Sweep(benchmark::State& state) {
   std::size_t i = 0;
   std::int64_t done = 0;
   for (auto _ : state) {
+    // A typed variant of the job, resolved (schedule built, cost model run) and simulated.
     const Config c = configs[i++ % configs.size()];
-    JobSpec j = *job;
-    j.parallel.tp = c.tp;
-    j.parallel.pp = c.pp;
-    j.parallel.dp = 1024 / (c.tp * c.pp);
-    models::CostInputs in = *base;
-    in.parallel = j.parallel;
-    in.training.micro_batch = c.mb;
-    in.microbatches = 1536 / (c.mb * j.parallel.dp);
-    auto s = BuildSchedule(j, in.microbatches, {.validate_generated = !lean});
-    auto jc = models::BuildJobCosts(in, s->num_stages);
-    const CostTable t = CostTableFromModel(*jc);
-    const SimStats st = RunEngine(*s, t, {.optimizer_sync = true}, nullptr);
-    Report r = BuildReport(j, *s, st);
-    AddModelReport(r, j.parallel, *s, st, *jc, /*per_world_rank=*/!lean);
-    benchmark::DoNotOptimize(r.throughput.mfu);
+    JobConfig v = *job;
+    v.parallel.tp = c.tp;
+    v.parallel.pp = c.pp;
+    v.parallel.dp = 1024 / (c.tp * c.pp);
+    v.training.micro_batch = c.mb;
+    v.microbatches.reset();  // from the global batch
+    auto r = ResolveJob(std::move(v), {.validate_generated = !lean});
+    if (!r) throw std::runtime_error(r.error().message);
+    auto sim = Simulate(*r, {.record_timeline = false, .per_world_rank = !lean});
+    benchmark::DoNotOptimize(sim->report.throughput.mfu);
     ++done;
   }
   state.SetItemsProcessed(done);

@@ -86,26 +86,19 @@ std::string Num(double v) {
 
 }  // namespace
 
-Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOptions& opts) {
-  // The job with enough measured steps for medians (parsed again from the edited YAML, so
-  // every layer sees the same file).
-  auto exe = ParseExecutionConfig(job_in);
-  if (!exe) return exe.error();
+Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOptions& opts) {
+  // The job with enough measured steps for medians: a typed variant of the job.
   // Interleaved, the job's own counts: as many calibration steps as it asks measured steps.
-  const int steps = opts.interleaved ? exe->steps : std::max(exe->steps, opts.min_steps);
-  const int warmup = opts.interleaved ? exe->warmup : std::max(exe->warmup, opts.min_warmup);
-  YAML::Node root = YAML::Clone(job_in.root);
-  root["execution"]["steps"] = opts.interleaved ? 2 * steps : steps;
-  root["execution"]["warmup"] = warmup;
-  YAML::Emitter em;
-  em << root;
-  auto parsed = ParseJob(em.c_str(), job_in.path);
-  if (!parsed) return parsed.error();
-  const JobSpec& job = *parsed;
-  auto m = models::ResolveMicrobatches(job);
-  if (!m) return m.error();
-  auto sched = BuildSchedule(job, *m);
-  if (!sched) return sched.error();
+  const ExecutionConfig& exe = job_in.config.execution;
+  const int steps = opts.interleaved ? exe.steps : std::max(exe.steps, opts.min_steps);
+  const int warmup = opts.interleaved ? exe.warmup : std::max(exe.warmup, opts.min_warmup);
+  JobConfig variant = job_in.config;
+  variant.execution.steps = opts.interleaved ? 2 * steps : steps;
+  variant.execution.warmup = warmup;
+  auto resolved = ResolveJob(std::move(variant));
+  if (!resolved) return resolved.error();
+  const ResolvedJob& job = *resolved;
+  const Schedule* sched = &job.schedule;
   const int num_stages = sched->num_stages;
 
   std::vector<double> stage(static_cast<std::size_t>(num_stages * kNumFields), -1.0);
@@ -173,7 +166,7 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
     //    progresses only when tested, so a blocking benchmark would time another thing.
     int dp = 1;
     PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
-    const double timeout_s = job.execution_config.timeout_s;
+    const double timeout_s = job.config.execution.timeout_s;
     for (int s : mine) {
       if (dp <= 1) {
         at(s, kDpMs) = 0;
@@ -281,7 +274,7 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
         WaitRequest(&req, timeout_s, [] { return std::string("calibrating the gradient norm"); });
         if (i >= 3) t.push_back((Now() - st) * 1e3);
       }
-      scalar[kSync] = job.optimizer_sync ? Median(t) : 0.0;
+      scalar[kSync] = job.config.optimizer_sync ? Median(t) : 0.0;
     }
 
     // The slowest replica of each stage; the scalars likewise.
@@ -315,7 +308,7 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
   if (opts.interleaved) res.run = std::move(*run);
   if (!res.root) return res;
 
-  const ParallelConfig& par = job.parallel;
+  const ParallelConfig& par = job.parallel();
   std::ostringstream y;
   y << "# pipetwin calibration profile, measured by `pipetwin calibrate --backend " << opts.backend
     << "`.\n"
@@ -327,9 +320,9 @@ Expected<CalibrateResult> Calibrate(const JobSpec& job_in, const CalibrateOption
                          : "")
     << "version: 1\n"
     << "backend: " << opts.backend << "\n"
-    << "job: \"" << job.path << "\"\n"
-    << "schedule: \"" << job.schedule << "\"\n"
-    << "microbatches: " << *m << "\n"
+    << "job: \"" << job.path() << "\"\n"
+    << "schedule: \"" << job.config.schedule << "\"\n"
+    << "microbatches: " << job.microbatches << "\n"
     << "parallel: {pp: " << par.pp << ", dp: " << par.dp << ", tp: " << par.tp << ", cp: " << par.cp
     << ", sp: " << (par.sp ? "true" : "false") << "}\n"
     << "stages:\n";

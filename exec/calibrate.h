@@ -26,8 +26,8 @@
 
 #include "exec/run.h"
 
+#include "job/job.h"
 #include "schedule/expected.h"
-#include "schedule/job.h"
 
 namespace pipetwin::exec {
 
@@ -50,6 +50,6 @@ struct CalibrateResult {
   std::optional<RunResult> run;  // interleaved only: the measured steps, as RunJob reports them
 };
 
-Expected<CalibrateResult> Calibrate(const JobSpec& job, const CalibrateOptions& opts);
+Expected<CalibrateResult> Calibrate(const ResolvedJob& job, const CalibrateOptions& opts);
 
 }  // namespace pipetwin::exec

@@ -16,27 +16,7 @@ Engine::Engine(const Schedule& s, int pp_rank, int world_rank, Backend& backend,
       backend_(backend),
       opts_(std::move(opts)) {}
 
-int Engine::PeerOf(const Action& a) const {
-  int stage = a.stage;
-  switch (a.kind) {
-    case ActionKind::kSendF:
-    case ActionKind::kRecvB:
-      stage = a.stage + 1;
-      break;
-    case ActionKind::kRecvF:
-    case ActionKind::kSendB:
-      stage = a.stage - 1;
-      break;
-    case ActionKind::kForward:
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    case ActionKind::kReduceGrad:
-    case ActionKind::kOptimizer:
-      return -1;
-  }
-  return s_.stage_to_rank[static_cast<std::size_t>(stage)];
-}
+int Engine::PeerOf(const Action& a) const { return PeerRank(s_, a); }
 
 std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
   const auto t0 = Clock::now();

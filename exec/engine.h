@@ -10,6 +10,7 @@
 //   std::vector<TimelineEvent> events = engine.RunStep(step);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -14,12 +15,11 @@
 #include "exec/cuda/factory.h"
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
+#include "job/report_builder.h"
 #include "models/costs.h"
 #include "models/model.h"
 #include "models/placement.h"
 #include "models/training.h"
-#include "schedule/build.h"
-#include "schedule/yaml_fields.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -33,6 +33,17 @@ double AllReduceMax(double v, double timeout_s, const char* what) {
   MPI_Request req;
   double out = 0;
   PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+  WaitRequest(&req, timeout_s, what);
+  return out;
+}
+
+// Element-wise maximum over the world of a few values.
+template <std::size_t N>
+std::array<double, N> AllReduceMax(std::array<double, N> v, double timeout_s, const char* what) {
+  MPI_Request req;
+  std::array<double, N> out{};
+  PT_MPI_CHECK(MPI_Iallreduce(v.data(), out.data(), static_cast<int>(N), MPI_DOUBLE, MPI_MAX,
+                              MPI_COMM_WORLD, &req));
   WaitRequest(&req, timeout_s, what);
   return out;
 }
@@ -51,21 +62,21 @@ void Barrier(double timeout_s, const char* what) {
   WaitRequest(&req, timeout_s, what);
 }
 
-Expected<cpu::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfig& m,
+Expected<cpu::ModelConfig> CpuModel(const JobConfig& job, const models::ModelConfig& m,
                                     int micro_batch, std::uint64_t seed) {
-  YamlFields f{job.path};
-  const YAML::Node at = job.root["model"] ? job.root["model"] : job.root;
   if (m.mlp != models::Mlp::kGelu || m.norm != models::Norm::kLayerNorm ||
       m.position != models::Position::kLearned) {
-    return f.At(at, "model",
-                "the CPU backend runs a GPT-style decoder (mlp: gelu, norm: layernorm, learned "
-                "positions); this model has mlp " +
-                    std::string(models::ToString(m.mlp)) + ", norm " +
-                    std::string(models::ToString(m.norm)));
+    return job.source.At(
+        "model",
+        "the CPU backend runs a GPT-style decoder (mlp: gelu, norm: layernorm, learned "
+        "positions); this model has mlp " +
+            std::string(models::ToString(m.mlp)) + ", norm " +
+            std::string(models::ToString(m.norm)));
   }
   if (m.kv_heads != m.heads) {
-    return f.At(at, "model.kv_heads",
-                "the CPU backend has no grouped-query attention: kv_heads must equal heads");
+    return job.source.At(
+        "model.kv_heads",
+        "the CPU backend has no grouped-query attention: kv_heads must equal heads");
   }
   cpu::ModelConfig c;
   c.layers = m.layers;
@@ -171,79 +182,68 @@ double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
 
 }  // namespace
 
-Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
-  const ExecutionConfig* exe = &job.execution_config;
+Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
+  const JobConfig& cfg = job.config;
+  const ExecutionConfig* exe = &cfg.execution;
   if (opts.interleave_calibration && (exe->steps < 2 || exe->steps % 2 != 0)) {
-    return Error::Failure(job.path + ": interleaved calibration needs an even number of steps " +
+    return Error::Failure(job.path() + ": interleaved calibration needs an even number of steps " +
                           "(a calibration step before each measured step), got " +
                           std::to_string(exe->steps));
   }
-  YamlFields f{job.path};
   if (opts.backend != "cpu" && opts.backend != "cuda") {
     return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
   }
-  const ParallelConfig& par = job.parallel;
+  const ParallelConfig& par = cfg.parallel;
   if (par.cp > 1) {
-    return f.At(job.root["parallel"]["cp"], "parallel.cp",
-                "context parallelism (ring attention) is not in the CPU executor yet: use cp: 1 "
-                "with `run` (simulate models it)");
+    return cfg.source.At("parallel.cp",
+                         "context parallelism (ring attention) is not in the CPU executor yet: use "
+                         "cp: 1 with `run` (simulate models it)");
   }
   if (par.zero > 1) {
-    return f.At(job.root["parallel"]["zero"], "parallel.zero",
-                "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with `run` "
-                "(simulate models all three)");
+    return cfg.source.At("parallel.zero",
+                         "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
+                         "`run` (simulate models all three)");
   }
   int world = 0;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   if (world != par.WorldSize()) {
-    return Error::BadInput(job.path + ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) +
-                           " × " + std::to_string(par.dp) + " × " + std::to_string(par.tp) + " × " +
-                           std::to_string(par.cp) + " = " + std::to_string(par.WorldSize()) +
-                           " ranks, but mpirun started " + std::to_string(world) +
-                           " (use mpirun -np " + std::to_string(par.WorldSize()) + ")");
+    return Error::BadInput(
+        job.path() + ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) + " × " +
+        std::to_string(par.dp) + " × " + std::to_string(par.tp) + " × " + std::to_string(par.cp) +
+        " = " + std::to_string(par.WorldSize()) + " ranks, but mpirun started " +
+        std::to_string(world) + " (use mpirun -np " + std::to_string(par.WorldSize()) + ")");
   }
-  // Model and training: the same keys as the cost model; the tiny preset by default.
-  YAML::Node model_node = job.root["model"];
-  if (!model_node) model_node = YAML::Load("{preset: tiny}");
-  auto model = models::ParseModelConfig(model_node, f);
-  if (!model) return model.error();
-  int micro_batch = 1;
-  bool adam = true;
-  float momentum = 0.0f;
-  models::TrainingConfig training;
-  if (job.root["training"]) {
-    auto t = models::ParseTrainingConfig(job.root["training"], f);
-    if (!t) return t.error();
-    training = *t;
-    micro_batch = t->micro_batch;
-    adam = t->optimizer == models::Optimizer::kAdam;
-    momentum = t->optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
-  }
+  // The model and training of the resolved job (the tiny preset for an abstract job).
+  const models::ModelConfig* model = &cfg.model;
+  const models::TrainingConfig& training = cfg.training;
+  const int micro_batch = training.micro_batch;
+  const bool adam = training.optimizer == models::Optimizer::kAdam;
+  const float momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
   if (opts.backend == "cuda") {
     // What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention.
     if (training.precision == models::Precision::kFp16) {
-      return f.At(job.root["training"]["precision"], "training.precision",
-                  "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
+      return cfg.source.At(
+          "training.precision",
+          "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
     }
     if (training.recompute != models::Recompute::kNone) {
-      return f.At(job.root["training"]["recompute"], "training.recompute",
-                  "the CUDA backend keeps every activation: use recompute: none with `run`");
+      return cfg.source.At(
+          "training.recompute",
+          "the CUDA backend keeps every activation: use recompute: none with `run`");
     }
     if (training.flash_attention) {
-      return f.At(job.root["training"]["flash_attention"], "training.flash_attention",
-                  "the CUDA backend's attention is unfused: use flash_attention: false");
+      return cfg.source.At("training.flash_attention",
+                           "the CUDA backend's attention is unfused: use flash_attention: false");
     }
   }
-  auto m = models::ResolveMicrobatches(job);
-  if (!m) return m.error();
-  auto cpu_model = CpuModel(job, *model, micro_batch, exe->seed);
+  const int* m = &job.microbatches;
+  auto cpu_model = CpuModel(cfg, *model, micro_batch, exe->seed);
   if (!cpu_model) return cpu_model.error();
-  auto sched = BuildSchedule(job, *m);
-  if (!sched) return sched.error();
+  const Schedule* sched = &job.schedule;
   auto layers = models::SplitLayers(*model, sched->num_stages);
   if (!layers) return layers.error();
 
-  const models::RankLayout layout(par);
+  const models::RankLayout layout(par, cfg.cluster.rank_order);
   auto groups = Groups::Split(layout);
   const models::RankCoord me = groups->coord;
   CpuBackendConfig bc;
@@ -256,7 +256,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   bc.dp_rank = me.dp;
   bc.tp = cpu::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
   if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
-    return f.At(job.root["model"] ? job.root["model"] : job.root, "model", *why);
+    return cfg.source.At("model", *why);
   }
   bc.adam = adam;
   bc.momentum = momentum;
@@ -270,11 +270,11 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   std::unique_ptr<Backend> backend_owner;
   if (opts.backend == "cuda") {
     if (par.zero > 0) {
-      return f.At(job.root["parallel"]["zero"], "parallel.zero",
-                  "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
+      return cfg.source.At("parallel.zero",
+                           "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
     }
     auto made = MakeCudaBackend(
-        {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = &*sched});
+        {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = sched});
     if (!made) return made.error();
     backend_owner = std::move(*made);
   } else {
@@ -285,7 +285,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   EngineOptions eo;
   eo.timeout_s = exe->timeout_s;
   eo.recv_window = exe->recv_window;
-  if (job.optimizer_sync) {
+  if (cfg.optimizer_sync) {
     // Megatron reduces the gradient norm over all ranks before the optimizer step.
     eo.before_optimizer = [&](Clock::time_point deadline) {
       const double local = backend.GradNormSquared();
@@ -319,10 +319,14 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     }
     std::vector<TimelineEvent> events = engine.RunStep(step);
     backend.FinishStep(events);
-    std::int64_t end = 0;
-    for (const auto& e : events) end = std::max(end, e.end_ns);
-    const double makespan =
-        AllReduceMax(static_cast<double>(end) * 1e-6, exe->timeout_s, "step time");
+    // The step's iteration time, as the report builder defines it: the makespan under
+    // optimizer_sync, else the longest rank span.
+    const RankStepStats mine_stats = SummarizeRank(events);
+    const std::array<double, 2> step_max =
+        AllReduceMax(std::array<double, 2>{static_cast<double>(mine_stats.last_end_ns) * 1e-6,
+                                           static_cast<double>(mine_stats.span_ns()) * 1e-6},
+                     exe->timeout_s, "step time");
+    const double iteration_ms = cfg.optimizer_sync ? step_max[0] : step_max[1];
     const double loss =
         AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") / (*m * par.dp);
     res.losses.push_back(loss);
@@ -341,7 +345,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     if (opts.interleave_calibration && step >= exe->warmup && (step - exe->warmup) % 2 == 0) {
       calibration.push_back(std::move(events));
     } else if (step >= exe->warmup) {
-      res.step_ms.push_back(makespan);
+      res.step_ms.push_back(iteration_ms);
       measured.push_back(std::move(events));
     }
   }
@@ -364,68 +368,52 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     }
   }
 
-  // Per-rank numbers, gathered on rank 0.
+  // Per-rank numbers, gathered on rank 0, for the report builder.
   const MemoryBytes mem = backend.PeakMemory();
-  std::int64_t busy_ns = 0, first = -1, last = 0;
-  for (const auto& e : mine) {
-    if (e.stream == Stream::kCompute) {
-      busy_ns += e.end_ns - e.start_ns;
-      if (first < 0) first = e.start_ns;
-    }
-    if (e.stream != Stream::kRecv) last = std::max(last, e.end_ns);
-  }
-  std::int64_t row[12] = {busy_ns,
-                          std::max<std::int64_t>(first, 0),
-                          last,
-                          backend.PeakMemoryTotal(),
-                          mem.params,
-                          mem.grads,
-                          mem.optimizer,
-                          mem.activations,
-                          mem.comm_buffers,
-                          backend.BytesSent(0) / total_steps,
-                          backend.BytesSent(1) / total_steps,
-                          backend.BytesSent(2) / total_steps};
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(12 * world));
+  const RankStepStats st = SummarizeRank(mine);
+  constexpr int kFields = 13;
+  std::int64_t row[kFields] = {st.busy_ns,
+                               st.first_start_ns,
+                               st.last_end_ns,
+                               backend.PeakMemoryTotal(),
+                               mem.params,
+                               mem.grads,
+                               mem.optimizer,
+                               mem.activations,
+                               mem.comm_buffers,
+                               backend.BytesSent(0) / total_steps,
+                               backend.BytesSent(1) / total_steps,
+                               backend.BytesSent(2) / total_steps,
+                               0};
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(kFields * world));
   MPI_Request req;
-  PT_MPI_CHECK(
-      MPI_Igather(row, 12, MPI_INT64_T, rows.data(), 12, MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Igather(row, kFields, MPI_INT64_T, rows.data(), kFields, MPI_INT64_T, 0,
+                           MPI_COMM_WORLD, &req));
   WaitRequest(&req, exe->timeout_s, "gathering the report");
   if (!res.root) return res;
 
-  Report& rep = res.report;
-  rep.source = "run";
-  rep.schedule = job.schedule;
-  rep.pp = par.pp;
-  rep.microbatches = *m;
-  rep.optimizer_sync = job.optimizer_sync;
-  rep.iteration_time_ms = res.step_ms[median];
-  rep.makespan_ms = rep.iteration_time_ms;
-  double busy_total = 0;
+  StepRecord rec;
+  rec.source = "run";
+  rec.world_rows = true;
   for (int r = 0; r < world; ++r) {
-    const std::int64_t* x = rows.data() + 12 * r;
-    RankReport k;
-    k.rank = r;
-    k.compute_busy_ms = static_cast<double>(x[0]) * 1e-6;
-    k.span_ms = static_cast<double>(x[2] - x[1]) * 1e-6;
-    k.bubble_fraction = 1.0 - k.compute_busy_ms / rep.iteration_time_ms;
-    k.peak_memory_bytes = x[3];
-    k.memory = MemoryBytes{x[4], x[5], x[6], x[7], x[8]};
-    k.comm_bytes_sent = x[9] + x[10] + x[11];
-    rep.comm.pp += x[9];
-    rep.comm.dp += x[10];
-    rep.comm.tp += x[11];
-    busy_total += k.compute_busy_ms;
-    rep.ranks.push_back(k);
+    const std::int64_t* x = rows.data() + kFields * r;
+    StepRecord::Row k;
+    k.step.busy_ns = x[0];
+    k.step.first_start_ns = x[1];
+    k.step.last_end_ns = x[2];
+    k.memory = models::RankMemory{MemoryBytes{x[4], x[5], x[6], x[7], x[8]}, x[3]};
+    k.bytes = CommBytes{x[9], x[10], x[11], x[12]};
+    rec.makespan_ns = std::max(rec.makespan_ns, k.step.last_end_ns);
+    rec.rows.push_back(k);
   }
-  rep.bubble_fraction = 1.0 - busy_total / (world * rep.iteration_time_ms);
-  const double samples = static_cast<double>(*m) * par.dp * micro_batch;
-  rep.throughput.samples_per_s = samples / (rep.iteration_time_ms * 1e-3);
-  rep.throughput.tokens_per_s = rep.throughput.samples_per_s * model->seq_len;
-  rep.extra["measured_steps_ms"] = res.step_ms;
-  rep.extra["losses"] = res.losses;
-  rep.extra["backend"] = opts.backend;
-  if (opts.check_reference) rep.extra["reference_max_relative_error"] = res.max_relative_error;
+  res.report = BuildReport(job, rec);
+  Measured facts;
+  facts.steps_ms = res.step_ms;
+  facts.losses = res.losses;
+  facts.backend = opts.backend;
+  facts.has_reference = opts.check_reference;
+  facts.reference_max_relative_error = res.max_relative_error;
+  res.report.measured = std::move(facts);
   return res;
 }
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "schedule/job.h"
+#include "job/job.h"
 #include "schedule/report.h"
 #include "schedule/timeline.h"
 
@@ -46,21 +46,15 @@ struct RunOptions {
   bool interleave_calibration = false;
 };
 
-// The job file's `execution:` section (ExecutionConfig) is parsed with the job (job.h).
-using pipetwin::ExecutionConfig;
-inline Expected<ExecutionConfig> ParseExecutionConfig(const JobSpec& job) {
-  return job.execution_config;
-}
-
 struct RunResult {
   bool root = false;  // this process is world rank 0 and holds the report
   Report report;
   Timeline timeline;              // the median measured step, all ranks (root only)
-  std::vector<double> step_ms;    // every measured step's makespan
+  std::vector<double> step_ms;    // every measured step's iteration time (report builder's)
   std::vector<double> losses;     // mean loss of every step, warm-up included
   double max_relative_error = 0;  // check_reference only: worst over ranks and tensors
 };
 
-Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts);
+Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts);
 
 }  // namespace pipetwin::exec

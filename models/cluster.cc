@@ -232,6 +232,7 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
     if (Status s = ParseCompute(node["compute"], f, &c.device); !s) return s.error();
   }
   c.device.gpus_per_node = c.gpus_per_node;
+  c.nodes_given = nodes_given;
   if (!nodes_given) c.nodes = std::max(1, (world_size + c.gpus_per_node - 1) / c.gpus_per_node);
   if (static_cast<long long>(c.nodes) * c.gpus_per_node < world_size) {
     return internal::AtOrFile(

@@ -70,8 +70,9 @@ struct ClusterConfig {
   DeviceSpec device;
   int gpus_per_node = 8;
   int nodes = 1;
-  Link intra;                            // NVLink, per GPU per direction
-  Link inter;                            // InfiniBand, per GPU (one NIC each) per direction
+  bool nodes_given = false;  // false: ceil(world size / gpus_per_node), re-derived per layout
+  Link intra;                // NVLink, per GPU per direction
+  Link inter;                // InfiniBand, per GPU (one NIC each) per direction
   DimOrder rank_order = kMegatronOrder;  // `rank_order: tp-cp-dp-pp`, innermost first
   // How data parallelism reduces gradients without ZeRO (`dp_reduction:`): ring all-reduce
   // (NCCL's default for large buffers), tree all-reduce, or `parameter_servers` parameter

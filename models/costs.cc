@@ -162,35 +162,6 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages) {
   return std::vector<int>(static_cast<std::size_t>(num_stages), m.layers / num_stages);
 }
 
-Expected<CostInputs> ParseCostInputs(const JobSpec& job) {
-  const YamlFields f{job.path};
-  CostInputs in;
-  in.parallel = job.parallel;
-  Expected<ModelConfig> model = ParseModelConfig(job.model, f);
-  if (!model) return model.error();
-  in.model = std::move(*model);
-  Expected<TrainingConfig> training = ParseTrainingConfig(job.training, f);
-  if (!training) return training.error();
-  in.training = *training;
-  Expected<ClusterConfig> cluster = ParseClusterConfig(job.cluster, f, job.parallel.WorldSize());
-  if (!cluster) return cluster.error();
-  in.cluster = std::move(*cluster);
-  Expected<int> microbatches = ResolveMicrobatches(job);
-  if (!microbatches) return microbatches.error();
-  in.microbatches = *microbatches;
-  return in;
-}
-
-Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages) {
-  Expected<CostInputs> in = ParseCostInputs(job);
-  if (!in) return in.error();
-  Expected<JobCosts> c = BuildJobCosts(*in, num_stages);
-  if (!c) {
-    return internal::AtOrFile(YamlFields{job.path}, job.model, "model", c.error().message);
-  }
-  return c;
-}
-
 Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   const ParallelConfig& par = in.parallel;
   JobCosts jc;

@@ -1,8 +1,8 @@
 // costs.h — the one entry point the simulator calls: from a job's `model:`, `training:`,
 // `cluster:` and `parallel:` to the time, bytes and memory of every pipeline stage.
 //
-//   Expected<JobSpec> job = LoadJob("examples/gpt3-175b.yaml");
-//   Expected<JobCosts> c = models::BuildJobCosts(*job, /*num_stages=*/job->parallel.pp * 1);
+//   CostInputs in{.parallel = par, .model = *FindPreset("gpt3-175b"), ...};
+//   Expected<JobCosts> c = models::BuildJobCosts(in, /*num_stages=*/par.pp * 1);
 //   if (!c) return c.error();                       // bad input: names file, key, allowed
 //   const models::StageCost& s0 = c->stages[0];     // embedding + first layers
 //   double f = s0.forward_ms;                       // one microbatch's F on one rank
@@ -29,8 +29,8 @@
 #include "models/model.h"
 #include "models/placement.h"
 #include "models/training.h"
+#include "schedule/config.h"
 #include "schedule/expected.h"
-#include "schedule/job.h"
 
 namespace pipetwin::models {
 
@@ -90,9 +90,8 @@ struct JobCosts {
   bool cpu_executor = false;
 };
 
-// Everything the cost model needs, parsed: BuildJobCosts(job) is ParseCostInputs then
-// BuildJobCosts(inputs). Sweeps over configurations can edit CostInputs directly and skip
-// the YAML (about 10x faster).
+// Everything the cost model needs, typed (job/ fills it from the resolved job). Sweeps over
+// configurations edit it directly.
 struct CostInputs {
   ParallelConfig parallel;
   ModelConfig model;
@@ -100,13 +99,7 @@ struct CostInputs {
   ClusterConfig cluster;
   int microbatches = 1;
 };
-Expected<CostInputs> ParseCostInputs(const JobSpec& job);
 Expected<JobCosts> BuildJobCosts(const CostInputs& inputs, int num_stages);
-
-// Reads `model:`, `training:`, `cluster:` (they must be present unless defaults apply:
-// `training:` and `cluster:` may be left out), checks them against `parallel:` and costs
-// every stage. Errors are bad input naming the file, the key and what is allowed.
-Expected<JobCosts> BuildJobCosts(const JobSpec& job, int num_stages);
 
 // The number of layers of each stage: `model.layers_per_stage` when given (length
 // num_stages, sum layers), else an even split (an error when it does not divide).

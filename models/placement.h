@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/config.h"
 #include "schedule/expected.h"
-#include "schedule/job.h"
 
 namespace pipetwin::models {
 

@@ -90,32 +90,4 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
   return t;
 }
 
-Expected<int> ResolveMicrobatches(const JobSpec& job) {
-  const YamlFields f{job.path};
-  Expected<TrainingConfig> t = ParseTrainingConfig(job.training, f);
-  if (!t) return t.error();
-  const long long per_microbatch = static_cast<long long>(t->micro_batch) * job.parallel.dp;
-  if (job.microbatches) {
-    if (t->global_batch != 0 && t->global_batch != *job.microbatches * per_microbatch) {
-      return f.At(job.training["global_batch"], "training.global_batch",
-                  "disagrees with microbatches: " + std::to_string(t->global_batch) +
-                      " != microbatches (" + std::to_string(*job.microbatches) +
-                      ") x training.micro_batch (" + std::to_string(t->micro_batch) +
-                      ") x parallel.dp (" + std::to_string(job.parallel.dp) + ")");
-    }
-    return *job.microbatches;
-  }
-  if (t->global_batch == 0) {
-    return internal::AtOrFile(f, job.root, "microbatches",
-                              "required: give `microbatches` or `training.global_batch`");
-  }
-  if (t->global_batch % per_microbatch != 0) {
-    return f.At(job.training["global_batch"], "training.global_batch",
-                "must be divisible by training.micro_batch (" + std::to_string(t->micro_batch) +
-                    ") x parallel.dp (" + std::to_string(job.parallel.dp) + "), got " +
-                    std::to_string(t->global_batch));
-  }
-  return static_cast<int>(t->global_batch / per_microbatch);
-}
-
 }  // namespace pipetwin::models

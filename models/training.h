@@ -4,7 +4,6 @@
 //              recompute: selective, flash_attention: false}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
-//   Expected<int> m = ResolveMicrobatches(job);  // 1536 / (1 x dp) when `microbatches` is absent
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -12,7 +11,6 @@
 #include <string_view>
 
 #include "schedule/expected.h"
-#include "schedule/job.h"
 #include "schedule/yaml_fields.h"
 
 namespace pipetwin::models {
@@ -40,11 +38,6 @@ struct TrainingConfig {
 // Absent node: all defaults. Unknown keys and bad enum values are errors naming the file,
 // the key and what is allowed.
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& fields);
-
-// The job's microbatch count: `microbatches` if given (it must then agree with
-// training.global_batch = microbatches x micro_batch x dp when that is given too), otherwise
-// training.global_batch / (training.micro_batch x parallel.dp), which must divide evenly.
-Expected<int> ResolveMicrobatches(const JobSpec& job);
 
 std::string_view ToString(Precision v);
 std::string_view ToString(Optimizer v);

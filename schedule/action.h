@@ -63,4 +63,53 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
+// The one peer-stage rule of the pipeline: a SEND_F of stage s goes to stage s + 1 (its
+// RECV_F), a SEND_B of stage s to stage s − 1 (its RECV_B); a RECV_F of s comes from s − 1,
+// a RECV_B of s from s + 1. -1 for every other kind.
+constexpr std::int32_t PeerStage(const Action& a) {
+  switch (a.kind) {
+    case ActionKind::kSendF:
+    case ActionKind::kRecvB:
+      return a.stage + 1;
+    case ActionKind::kRecvF:
+    case ActionKind::kSendB:
+      return a.stage - 1;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kReduceGrad:
+    case ActionKind::kOptimizer:
+      break;
+  }
+  return -1;
+}
+// The other end of a point-to-point action: the RECV that a SEND pairs with, or the SEND that
+// a RECV waits for (same microbatch, stage PeerStage(a)). Only for IsP2P kinds.
+constexpr Action MatchingP2P(const Action& a) {
+  ActionKind k = a.kind;
+  switch (a.kind) {
+    case ActionKind::kSendF:
+      k = ActionKind::kRecvF;
+      break;
+    case ActionKind::kRecvF:
+      k = ActionKind::kSendF;
+      break;
+    case ActionKind::kSendB:
+      k = ActionKind::kRecvB;
+      break;
+    case ActionKind::kRecvB:
+      k = ActionKind::kSendB;
+      break;
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kReduceGrad:
+    case ActionKind::kOptimizer:
+      break;
+  }
+  return Action{PeerStage(a), k, a.microbatch};
+}
+
 }  // namespace pipetwin

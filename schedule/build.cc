@@ -1,59 +1,52 @@
 #include "schedule/build.h"
 
 #include "schedule/csv.h"
+#include "schedule/generators.h"
 #include "schedule/lower.h"
 #include "schedule/validate.h"
-#include "schedule/yaml_fields.h"
 
 namespace pipetwin {
 namespace {
 
-Expected<Schedule> LoadUserSchedule(const JobSpec& job, int microbatches) {
-  const std::string csv = job.CsvPath();
-  auto s = LoadScheduleCsv(csv);
+Expected<Schedule> LoadUserSchedule(const ScheduleRequest& r) {
+  auto s = LoadScheduleCsv(r.csv_path);
   if (!s) return s;
-  YamlFields f{job.path};
-  if (s->num_ranks != job.parallel.pp) {
-    return f.At(job.root["schedule"], "schedule",
-                csv + " has " + std::to_string(s->num_ranks) + " rows (ranks) but parallel.pp is " +
-                    std::to_string(job.parallel.pp));
+  if (s->num_ranks != r.pp) {
+    return Error::BadInput(r.where_schedule + ": " + r.csv_path + " has " +
+                           std::to_string(s->num_ranks) + " rows (ranks) but parallel.pp is " +
+                           std::to_string(r.pp));
   }
-  if (s->num_microbatches != microbatches) {
-    return f.At(job.root["schedule"], "schedule",
-                csv + " uses " + std::to_string(s->num_microbatches) +
-                    " microbatches but the job has " + std::to_string(microbatches));
+  if (s->num_microbatches != r.microbatches) {
+    return Error::BadInput(r.where_schedule + ": " + r.csv_path + " uses " +
+                           std::to_string(s->num_microbatches) + " microbatches but the job has " +
+                           std::to_string(r.microbatches));
   }
   // Validate the file as written (its own sends and receives, if it has any) before
   // anything is added to it.
-  if (Status st = ValidateSchedule(*s, csv); !st) return st.error();
+  if (Status st = ValidateSchedule(*s, r.csv_path); !st) return st.error();
   return s;
 }
 
 }  // namespace
 
-Expected<Schedule> ComputeSchedule(const JobSpec& job, int microbatches) {
-  if (job.IsCsvSchedule()) return LoadUserSchedule(job, microbatches);
-  const GeneratorInfo* g = FindGenerator(job.schedule);
-  if (g == nullptr) return Error::BadInput(job.path + ": schedule: unknown '" + job.schedule + "'");
-  auto s = g->generate({job.parallel.pp, job.parallel.vpp, microbatches});
-  if (!s) {
-    YamlFields f{job.path};
-    const YAML::Node at =
-        job.root["microbatches"] ? job.root["microbatches"] : job.root["schedule"];
-    return f.At(at, "microbatches", s.error().message);
-  }
+Expected<Schedule> ComputeSchedule(const ScheduleRequest& r) {
+  if (r.IsCsv()) return LoadUserSchedule(r);
+  const GeneratorInfo* g = FindGenerator(r.name);
+  if (g == nullptr) return Error::BadInput(r.where_schedule + ": unknown '" + r.name + "'");
+  auto s = g->generate({r.pp, r.vpp, r.microbatches});
+  if (!s) return Error::BadInput(r.where_microbatches + ": " + s.error().message);
   return s;
 }
 
-Expected<Schedule> BuildSchedule(const JobSpec& job, int microbatches, BuildOptions opts) {
-  auto s = ComputeSchedule(job, microbatches);
+Expected<Schedule> BuildSchedule(const ScheduleRequest& r) {
+  auto s = ComputeSchedule(r);
   if (!s) return s;
-  Schedule lowered = Lower(*s, {.reduce_grad = job.parallel.dp > 1, .optimizer = true});
-  if (!job.IsCsvSchedule() && !opts.validate_generated) return lowered;
-  const std::string source = job.IsCsvSchedule() ? job.CsvPath() : job.schedule + " (generated)";
+  Schedule lowered = Lower(*s, {.reduce_grad = r.reduce_grad, .optimizer = true});
+  if (!r.IsCsv() && !r.validate_generated) return lowered;
+  const std::string source = r.IsCsv() ? r.csv_path : r.name + " (generated)";
   if (Status st = ValidateSchedule(lowered, source); !st) {
     // A generated schedule that fails validation is a bug in pipetwin, not bad input.
-    if (!job.IsCsvSchedule()) return Error::Failure(st.error().message);
+    if (!r.IsCsv()) return Error::Failure(st.error().message);
     return st.error();
   }
   return lowered;

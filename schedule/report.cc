@@ -1,5 +1,7 @@
 #include "schedule/report.h"
 
+#include <nlohmann/json.hpp>
+
 namespace pipetwin {
 
 using nlohmann::ordered_json;
@@ -46,7 +48,53 @@ std::string ReportToJson(const Report& r) {
                      {"tokens_per_s", r.throughput.tokens_per_s},
                      {"tflops_per_device", r.throughput.tflops_per_device},
                      {"mfu", r.throughput.mfu}};
-  for (const auto& [k, v] : r.extra.items()) j[k] = v;
+  if (r.hardware_flops) {
+    j["hardware_flops"] = {{"tflops_per_device", r.hardware_flops->tflops_per_device},
+                           {"hfu", r.hardware_flops->hfu}};
+  }
+  if (r.breakdown) {
+    const Breakdown& b = *r.breakdown;
+    j["breakdown"] = {{"pipeline_rank", b.pipeline_rank},
+                      {"compute_ms", b.compute_ms},
+                      {"tp_cp_comm_exposed_ms", b.tp_cp_comm_exposed_ms},
+                      {"dp_comm_exposed_ms", b.dp_comm_exposed_ms},
+                      {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms}};
+  }
+  if (r.memory) {
+    const MemorySummary& m = *r.memory;
+    j["memory"] = {{"fits", m.fits},
+                   {"device_memory_bytes", m.device_memory_bytes},
+                   {"worst_rank", m.worst_rank},
+                   {"worst_peak_bytes", m.worst_peak_bytes},
+                   {"shortfall_bytes", m.shortfall_bytes}};
+  }
+  if (r.job) {
+    const JobSummary& x = *r.job;
+    j["job"] = {{"model", x.model},
+                {"world_size", x.world_size},
+                {"pipeline_replicas", x.pipeline_replicas},
+                {"parameters", x.parameters},
+                {"model_flops_per_iteration", x.model_flops_per_iteration},
+                {"hardware_flops_per_iteration", x.hardware_flops_per_iteration},
+                {"device", x.device}};
+  }
+  if (r.profile) {
+    j["profile"] = r.profile->path;
+    if (r.profile->has_jitter) {
+      j["jitter"] = {{"samples", r.profile->jitter_samples},
+                     {"nominal_iteration_time_ms", r.profile->nominal_iteration_time_ms},
+                     {"min_ms", r.profile->jitter_min_ms},
+                     {"max_ms", r.profile->jitter_max_ms}};
+    }
+  }
+  if (r.measured) {
+    j["measured_steps_ms"] = r.measured->steps_ms;
+    j["losses"] = r.measured->losses;
+    j["backend"] = r.measured->backend;
+    if (r.measured->has_reference) {
+      j["reference_max_relative_error"] = r.measured->reference_max_relative_error;
+    }
+  }
   return j.dump(2) + "\n";
 }
 
@@ -94,6 +142,59 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
     r.throughput.tokens_per_s = t.value("tokens_per_s", 0.0);
     r.throughput.tflops_per_device = t.value("tflops_per_device", 0.0);
     r.throughput.mfu = t.value("mfu", 0.0);
+    if (j.contains("hardware_flops")) {
+      const auto& h = j.at("hardware_flops");
+      r.hardware_flops =
+          HardwareFlops{h.at("tflops_per_device").get<double>(), h.at("hfu").get<double>()};
+    }
+    if (j.contains("breakdown")) {
+      const auto& b = j.at("breakdown");
+      r.breakdown = Breakdown{b.at("pipeline_rank").get<int>(), b.at("compute_ms").get<double>(),
+                              b.at("tp_cp_comm_exposed_ms").get<double>(),
+                              b.at("dp_comm_exposed_ms").get<double>(),
+                              b.at("pp_comm_and_bubble_ms").get<double>()};
+    }
+    if (j.contains("memory")) {
+      const auto& m = j.at("memory");
+      r.memory =
+          MemorySummary{m.at("fits").get<bool>(), m.at("device_memory_bytes").get<std::int64_t>(),
+                        m.at("worst_rank").get<int>(), m.at("worst_peak_bytes").get<std::int64_t>(),
+                        m.at("shortfall_bytes").get<std::int64_t>()};
+    }
+    if (j.contains("job")) {
+      const auto& x = j.at("job");
+      r.job = JobSummary{x.at("model").get<std::string>(),
+                         x.at("world_size").get<int>(),
+                         x.at("pipeline_replicas").get<int>(),
+                         x.at("parameters").get<std::int64_t>(),
+                         x.at("model_flops_per_iteration").get<double>(),
+                         x.at("hardware_flops_per_iteration").get<double>(),
+                         x.at("device").get<std::string>()};
+    }
+    if (j.contains("profile")) {
+      ProfileUse p;
+      p.path = j.at("profile").get<std::string>();
+      if (j.contains("jitter")) {
+        const auto& x = j.at("jitter");
+        p.has_jitter = true;
+        p.jitter_samples = x.at("samples").get<int>();
+        p.nominal_iteration_time_ms = x.at("nominal_iteration_time_ms").get<double>();
+        p.jitter_min_ms = x.at("min_ms").get<double>();
+        p.jitter_max_ms = x.at("max_ms").get<double>();
+      }
+      r.profile = p;
+    }
+    if (j.contains("measured_steps_ms")) {
+      Measured m;
+      m.steps_ms = j.at("measured_steps_ms").get<std::vector<double>>();
+      m.losses = j.value("losses", std::vector<double>{});
+      m.backend = j.value("backend", "");
+      if (j.contains("reference_max_relative_error")) {
+        m.has_reference = true;
+        m.reference_max_relative_error = j.at("reference_max_relative_error").get<double>();
+      }
+      r.measured = m;
+    }
     return r;
   } catch (const nlohmann::json::exception& e) {
     return Error::BadInput(path + ": not a pipetwin report: " + e.what());

@@ -1,13 +1,14 @@
 // report.h — the report of one training step, predicted (sim/) or measured (exec/), with the
-// same keys in both (DESIGN.md, "Report JSON"). Keys may be added, never renamed.
+// same keys in both (DESIGN.md, "Report JSON"). Keys may be added, never renamed. The type
+// and its JSON live here, beside the Timeline; job/report_builder.h is the ONE place that
+// fills it, for both sides.
 //
 //   Report r = ...;
 //   std::string json = ReportToJson(r);   // deterministic: same report, same bytes
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,49 @@ struct Throughput {
   double mfu = 0;
 };
 
+// Typed sections (written as their own JSON keys, in this order, where present).
+struct HardwareFlops {  // what runs, recompute included (Narayanan et al. 2021, Eq. 3)
+  double tflops_per_device = 0;
+  double hfu = 0;
+};
+struct Breakdown {  // the step of the busiest pipeline rank (predicted)
+  int pipeline_rank = 0;
+  double compute_ms = 0;
+  double tp_cp_comm_exposed_ms = 0;
+  double dp_comm_exposed_ms = 0;
+  double pp_comm_and_bubble_ms = 0;
+};
+struct MemorySummary {
+  bool fits = true;
+  std::int64_t device_memory_bytes = 0;
+  int worst_rank = 0;
+  std::int64_t worst_peak_bytes = 0;
+  std::int64_t shortfall_bytes = 0;
+};
+struct JobSummary {
+  std::string model;
+  int world_size = 0;
+  int pipeline_replicas = 0;
+  std::int64_t parameters = 0;
+  double model_flops_per_iteration = 0;
+  double hardware_flops_per_iteration = 0;
+  std::string device;
+};
+struct ProfileUse {  // simulate --profile
+  std::string path;
+  bool has_jitter = false;
+  int jitter_samples = 0;
+  double nominal_iteration_time_ms = 0;  // at median speeds
+  double jitter_min_ms = 0, jitter_max_ms = 0;
+};
+struct Measured {  // run: keys measured_steps_ms, losses, backend, reference_max_relative_error
+  std::vector<double> steps_ms;  // every measured step's iteration time
+  std::vector<double> losses;    // every step's mean loss, warm-up included
+  std::string backend;
+  bool has_reference = false;
+  double reference_max_relative_error = 0;
+};
+
 struct Report {
   std::string source;  // "simulate" or "run"
   std::string schedule;
@@ -61,7 +105,12 @@ struct Report {
   std::vector<RankReport> ranks;
   CommBytes comm;
   Throughput throughput;
-  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // added keys (breakdown, ...)
+  std::optional<HardwareFlops> hardware_flops;
+  std::optional<Breakdown> breakdown;
+  std::optional<MemorySummary> memory;
+  std::optional<JobSummary> job;
+  std::optional<ProfileUse> profile;
+  std::optional<Measured> measured;
 };
 
 std::string ReportToJson(const Report& r);

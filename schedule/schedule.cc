@@ -1,5 +1,7 @@
 #include "schedule/schedule.h"
 
+#include <algorithm>
+
 namespace pipetwin {
 
 bool Schedule::HasComms() const {
@@ -35,6 +37,43 @@ std::vector<int> StagesOfRank(const Schedule& s, int rank) {
     if (s.stage_to_rank[static_cast<std::size_t>(st)] == rank) out.push_back(st);
   }
   return out;
+}
+
+int PeerRank(const Schedule& s, const Action& a) {
+  const int stage = PeerStage(a);
+  if (stage < 0 || stage >= s.num_stages) return -1;
+  return s.stage_to_rank[static_cast<std::size_t>(stage)];
+}
+
+InflightPeaks ComputeInflightPeaks(const std::vector<Action>& program) {
+  InflightPeaks p;
+  int inflight = 0;
+  int pending = 0;
+  for (const Action& a : program) {
+    switch (a.kind) {
+      case ActionKind::kForward:
+        p.inflight = std::max(p.inflight, ++inflight);
+        break;
+      case ActionKind::kBackward:
+        --inflight;
+        break;
+      case ActionKind::kBackwardInput:
+        --inflight;
+        p.pending_weight = std::max(p.pending_weight, ++pending);
+        break;
+      case ActionKind::kBackwardWeight:
+        --pending;
+        break;
+      case ActionKind::kSendF:
+      case ActionKind::kRecvF:
+      case ActionKind::kSendB:
+      case ActionKind::kRecvB:
+      case ActionKind::kReduceGrad:
+      case ActionKind::kOptimizer:
+        break;
+    }
+  }
+  return p;
 }
 
 }  // namespace pipetwin

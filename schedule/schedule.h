@@ -36,4 +36,16 @@ std::vector<int> VPlacement(int pp);
 // The stages a rank holds, in increasing order.
 std::vector<int> StagesOfRank(const Schedule& s, int rank);
 
+// The pipeline rank at the other end of a SEND or RECV (PeerStage's rank); -1 otherwise.
+int PeerRank(const Schedule& s, const Action& a);
+
+// In-flight microbatch-chunks over one rank's program, in program order (DESIGN.md,
+// "In-flight activations"): `inflight` is the most whose F is done and whose B (or I) is not,
+// `pending_weight` the most whose I is done and whose W is not.
+struct InflightPeaks {
+  int inflight = 0;
+  int pending_weight = 0;
+};
+InflightPeaks ComputeInflightPeaks(const std::vector<Action>& program);
+
 }  // namespace pipetwin

@@ -25,6 +25,30 @@ struct TimelineEvent {
   std::int64_t bytes = 0;  // bytes sent (SEND, REDUCE_GRAD)
 };
 
+// One rank's step in numbers, with ONE definition for the simulator and the executor:
+// busy is the time on the compute stream (F, B, I, W, OPT); the span runs from the first
+// compute action's start to the last action's end, receives excluded (a receive posted
+// early says nothing about the rank's own work).
+struct RankStepStats {
+  std::int64_t first_start_ns = -1;  // -1 until a compute action is seen
+  std::int64_t last_end_ns = 0;
+  std::int64_t busy_ns = 0;
+
+  void Add(Stream stream, std::int64_t start_ns, std::int64_t end_ns) {
+    if (stream == Stream::kCompute) {
+      if (first_start_ns < 0) first_start_ns = start_ns;
+      busy_ns += end_ns - start_ns;
+    }
+    if (stream != Stream::kRecv && end_ns > last_end_ns) last_end_ns = end_ns;
+  }
+  std::int64_t span_ns() const { return first_start_ns < 0 ? 0 : last_end_ns - first_start_ns; }
+};
+inline RankStepStats SummarizeRank(const std::vector<TimelineEvent>& events) {
+  RankStepStats s;
+  for (const TimelineEvent& e : events) s.Add(e.stream, e.start_ns, e.end_ns);
+  return s;
+}
+
 struct Timeline {
   // events[r]: rank r's events in the order they were issued.
   std::vector<std::vector<TimelineEvent>> events;

@@ -64,19 +64,10 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
   // Flow ids: one per (stage, kind direction, microbatch) send→recv pair.
   std::map<std::tuple<int, int, int>, int> flow_id;
   auto key_of = [](const Action& a) {
-    // A SEND_F of stage s pairs with RECV_F of s + 1; SEND_B of s with RECV_B of s − 1.
-    switch (a.kind) {
-      case ActionKind::kSendF:
-        return std::make_tuple(a.stage, 0, a.microbatch);
-      case ActionKind::kRecvF:
-        return std::make_tuple(a.stage - 1, 0, a.microbatch);
-      case ActionKind::kSendB:
-        return std::make_tuple(a.stage, 1, a.microbatch);
-      case ActionKind::kRecvB:
-        return std::make_tuple(a.stage + 1, 1, a.microbatch);
-      default:
-        return std::make_tuple(-1, -1, -1);
-    }
+    // Keyed by the send's side (PeerStage: the one rule for who talks to whom).
+    const bool is_send = a.kind == ActionKind::kSendF || a.kind == ActionKind::kSendB;
+    const Action send = is_send ? a : MatchingP2P(a);
+    return std::make_tuple(send.stage, send.kind == ActionKind::kSendF ? 0 : 1, send.microbatch);
   };
   for (int r = 0; r < t.num_ranks(); ++r) {
     for (const TimelineEvent& e : t.events[static_cast<std::size_t>(r)]) {

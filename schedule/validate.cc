@@ -320,10 +320,8 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       std::string waits;
       switch (a.kind) {
         case ActionKind::kRecvF:
-          waits = Action{a.stage - 1, ActionKind::kSendF, a.microbatch}.ToString();
-          break;
         case ActionKind::kRecvB:
-          waits = Action{a.stage + 1, ActionKind::kSendB, a.microbatch}.ToString();
+          waits = MatchingP2P(a).ToString();
           break;
         case ActionKind::kForward:
           waits = Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();

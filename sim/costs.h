@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "schedule/job.h"
+#include "schedule/config.h"
 #include "sim/sim_time.h"
 
 namespace pipetwin {

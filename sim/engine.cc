@@ -25,7 +25,6 @@ struct RankState {
   SimTime cursor;     // when the rank may issue its next action
   SimTime coll_free;  // collective stream
   bool passed_barrier = false;
-  bool started = false;
   std::vector<Link> links;
 };
 
@@ -63,7 +62,7 @@ class Engine {
                                " stuck at step " + std::to_string(ranks_[r].pc) +
                                " (the schedule was not validated)");
       }
-      stats_.makespan = Max(stats_.makespan, stats_.ranks[r].last_end);
+      stats_.makespan = Max(stats_.makespan, SimTime::FromNanos(stats_.ranks[r].step.last_end_ns));
     }
     return std::move(stats_);
   }
@@ -88,13 +87,7 @@ class Engine {
 
   void Record(int r, const Action& a, Stream stream, SimTime start, SimTime end, int peer,
               std::int64_t bytes) {
-    RankStats& rs = stats_.ranks[static_cast<std::size_t>(r)];
-    RankState& st = ranks_[static_cast<std::size_t>(r)];
-    if (stream == Stream::kCompute && !st.started) {
-      st.started = true;
-      rs.first_start = start;
-    }
-    if (stream != Stream::kRecv) rs.last_end = Max(rs.last_end, end);
+    stats_.ranks[static_cast<std::size_t>(r)].step.Add(stream, start.nanos(), end.nanos());
     ++stats_.actions;
     if (obs_ != nullptr) {
       obs_->OnEvent(r, TimelineEvent{a, stream, start.nanos(), end.nanos(), peer, bytes});
@@ -163,7 +156,6 @@ class Engine {
           const SimTime start = st.cursor;
           const SimTime end = start + ComputeCost(a);
           Record(r, a, Stream::kCompute, start, end, -1, 0);
-          rs.compute_busy += end - start;
           st.cursor = end;
           ++st.pc;
           Push(end, r);
@@ -172,8 +164,7 @@ class Engine {
         case ActionKind::kSendF:
         case ActionKind::kSendB: {
           const bool fwd = a.kind == ActionKind::kSendF;
-          const int peer_stage = fwd ? a.stage + 1 : a.stage - 1;
-          const int peer = s_.stage_to_rank[static_cast<std::size_t>(peer_stage)];
+          const int peer = PeerRank(s_, a);
           const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
           Link& link = LinkTo(st, peer);
           const SimTime start = Max(st.cursor, link.free);
@@ -194,7 +185,7 @@ class Engine {
         case ActionKind::kRecvF:
         case ActionKind::kRecvB: {
           const bool fwd = a.kind == ActionKind::kRecvF;
-          const int sender_stage = fwd ? a.stage - 1 : a.stage + 1;
+          const int sender_stage = PeerStage(a);
           const std::size_t slot = Slot(sender_stage, a.microbatch, fwd ? 0 : 1);
           if (arrival_[slot] == kUnknown) {
             waiter_[slot] = r;  // woken by the matching send
@@ -202,7 +193,7 @@ class Engine {
           }
           const SimTime arrive = SimTime::FromNanos(arrival_[slot]);
           const SimTime end = Max(st.cursor, arrive);
-          const int peer = s_.stage_to_rank[static_cast<std::size_t>(sender_stage)];
+          const int peer = PeerRank(s_, a);
           Record(r, a, Stream::kRecv, st.cursor, end, peer, 0);
           st.cursor = end;
           ++st.pc;

@@ -53,9 +53,7 @@ struct EngineOptions {
 };
 
 struct RankStats {
-  SimTime first_start;  // first action's start
-  SimTime last_end;     // last action's end
-  SimTime compute_busy;
+  RankStepStats step;  // busy time and span, as the executor defines them (timeline.h)
   SimTime dp_exposed;  // gradient reduction still running when the rank reached its OPT
   std::int64_t bytes_sent_pp = 0;
   std::int64_t bytes_sent_dp = 0;

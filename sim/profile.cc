@@ -297,48 +297,36 @@ CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
   return t;
 }
 
-Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& profile_path,
+Expected<SimResult> SimulateWithProfile(const ResolvedJob& job, const std::string& profile_path,
                                         const SimulateOptions& opts) {
-  auto res = Simulate(
-      job, SimulateOptions{.record_timeline = false, .per_world_rank = opts.per_world_rank});
-  if (!res) return res.error();
-  auto profile = LoadProfile(profile_path, res->schedule);
+  const Schedule& s = job.schedule;
+  auto profile = LoadProfile(profile_path, s);
   if (!profile) return profile.error();
-  const EngineOptions eo{.optimizer_sync = job.optimizer_sync};
-  res->costs = std::move(profile->table);
+  const EngineOptions eo{.optimizer_sync = job.config.optimizer_sync};
+  CostTable costs = std::move(profile->table);
   const std::vector<std::vector<double>>& jitter = profile->jitter;
-  nlohmann::ordered_json jitter_report;
+  ProfileUse use;
+  use.path = profile_path;
   if (!jitter.empty()) {
     // One play per calibration step; the median one is reported (run's estimator: the
     // upper middle of the sorted iteration times).
-    std::vector<std::pair<std::int64_t, std::size_t>> spans;
+    auto iteration = [&](const CostTable& t) {
+      return IterationNs(eo.optimizer_sync, StepRecordOf(RunEngine(s, t, eo, nullptr)));
+    };
+    std::vector<std::pair<std::int64_t, std::size_t>> plays;
     for (std::size_t k = 0; k < jitter.size(); ++k) {
-      const SimStats st = RunEngine(
-          res->schedule, ScaleComputeByRank(res->costs, res->schedule, jitter[k]), eo, nullptr);
-      spans.emplace_back(st.makespan.nanos(), k);
+      plays.emplace_back(iteration(ScaleComputeByRank(costs, s, jitter[k])), k);
     }
-    std::sort(spans.begin(), spans.end());
-    const double nominal =
-        BuildReport(job, res->schedule, RunEngine(res->schedule, res->costs, eo, nullptr))
-            .iteration_time_ms;
-    jitter_report = {{"samples", jitter.size()},
-                     {"nominal_iteration_time_ms", nominal},
-                     {"min_ms", static_cast<double>(spans.front().first) * 1e-6},
-                     {"max_ms", static_cast<double>(spans.back().first) * 1e-6}};
-    res->costs =
-        ScaleComputeByRank(res->costs, res->schedule, jitter[spans[spans.size() / 2].second]);
+    std::sort(plays.begin(), plays.end());
+    use.has_jitter = true;
+    use.jitter_samples = static_cast<int>(jitter.size());
+    use.nominal_iteration_time_ms = static_cast<double>(iteration(costs)) * 1e-6;
+    use.jitter_min_ms = static_cast<double>(plays.front().first) * 1e-6;
+    use.jitter_max_ms = static_cast<double>(plays.back().first) * 1e-6;
+    costs = ScaleComputeByRank(costs, s, jitter[plays[plays.size() / 2].second]);
   }
-  TimelineRecorder recorder(res->schedule.num_ranks);
-  res->stats = RunEngine(res->schedule, res->costs, eo, opts.record_timeline ? &recorder : nullptr);
-  res->timeline = recorder.Take();
-  res->report = BuildReport(job, res->schedule, res->stats);
-  if (!job.costs) {
-    auto jc = models::BuildJobCosts(job, res->schedule.num_stages);
-    if (!jc) return jc.error();
-    AddModelReport(res->report, job.parallel, res->schedule, res->stats, *jc, opts.per_world_rank);
-  }
-  res->report.extra["profile"] = profile_path;
-  if (!jitter_report.is_null()) res->report.extra["jitter"] = jitter_report;
+  SimResult res = SimulateWithCosts(job, std::move(costs), opts);
+  res.report.profile = use;
   return res;
 }
 

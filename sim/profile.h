@@ -77,7 +77,7 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
 // `pipetwin simulate JOB --profile PROFILE`: Simulate(job), then the same schedule played
 // again with the profile's cost table; the report keeps what does not depend on time
 // (memory, bytes) from the job's model and takes times from the replay.
-Expected<SimResult> SimulateWithProfile(const JobSpec& job, const std::string& profile_path,
+Expected<SimResult> SimulateWithProfile(const ResolvedJob& job, const std::string& profile_path,
                                         const SimulateOptions& opts);
 
 }  // namespace pipetwin

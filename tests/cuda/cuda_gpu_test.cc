@@ -11,10 +11,10 @@
 #include <string>
 
 #include "exec/run.h"
+#include "job/job.h"
 #include "models/layer_costs.h"
 #include "models/model.h"
 #include "models/training.h"
-#include "schedule/job.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -38,7 +38,7 @@ class CudaGpu : public ::testing::Test {
 };
 
 Expected<RunResult> RunCuda(const std::string& yaml, bool reference) {
-  Expected<JobSpec> job = ParseJob(yaml, "gpu_test.yaml");
+  Expected<ResolvedJob> job = ParseJob(yaml, "gpu_test.yaml");
   if (!job) return job.error();
   RunOptions o;
   o.backend = "cuda";
@@ -81,16 +81,14 @@ TEST_F(CudaGpu, EveryScheduleRunsOnOneGpu) {
 // stage's d(logits) of the first backward (the transient documented in cuda_chunk.h).
 TEST_F(CudaGpu, ActivationMemoryEqualsModelInventory) {
   const std::string yaml = Job("gpipe", "bf16");
-  Expected<JobSpec> job = ParseJob(yaml, "gpu_test.yaml");
+  Expected<ResolvedJob> job = ParseJob(yaml, "gpu_test.yaml");
   ASSERT_TRUE(job);
   RunOptions o;
   o.backend = "cuda";
   Expected<RunResult> r = RunJob(*job, o);
   ASSERT_TRUE(r) << r.error().message;
-  YamlFields f{"gpu_test.yaml"};
-  auto model = models::ParseModelConfig(job->root["model"], f);
-  auto training = models::ParseTrainingConfig(job->root["training"], f);
-  ASSERT_TRUE(model && training);
+  const models::ModelConfig* model = &job->config.model;
+  const models::TrainingConfig* training = &job->config.training;
   const models::Sharding sh{};
   const double layer = models::DecoderLayerActivations(*model, *training, sh).inflight;
   const double emb = models::EmbeddingActivations(*model, *training, sh).inflight;

@@ -15,8 +15,8 @@
 #include "exec/cuda/gemm_plan.h"
 #include "exec/cuda/layout.h"
 #include "exec/cuda/p2p_plan.h"
+#include "job/job.h"
 #include "schedule/build.h"
-#include "schedule/job.h"
 
 namespace pipetwin::cuda {
 namespace {
@@ -304,10 +304,9 @@ TEST(P2pPlan, EveryScheduleHasOneOrderedChannelPerDirectionAndKind) {
         std::string("schedule: ") + sched +
         "\nmicrobatches: 8\nparallel: {pp: 4, vpp: " + std::to_string(vpp) +
         ", dp: 1, tp: 1}\ncosts: {forward_ms: 1, backward_input_ms: 1, backward_weight_ms: 1}\n";
-    Expected<JobSpec> job = ParseJob(yaml, "test.yaml");
-    ASSERT_TRUE(job) << job.error().message;
-    Expected<Schedule> s = BuildSchedule(*job, 8);
-    ASSERT_TRUE(s) << sched << ": " << s.error().message;
+    Expected<ResolvedJob> job = ParseJob(yaml, "test.yaml");
+    ASSERT_TRUE(job) << sched << ": " << job.error().message;
+    const Schedule* s = &job->schedule;
     const P2pPlan plan = P2pPlan::Build(*s);
     std::size_t recvs = 0;
     for (const auto& prog : s->programs) {

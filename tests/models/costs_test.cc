@@ -2,15 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include "job/job.h"
+
 #include <numeric>
 
 namespace pipetwin::models {
 namespace {
 
+// The cost model of a job file's text, for `num_stages` stages (job/ resolves the file).
 Expected<JobCosts> Costs(const std::string& yaml, int num_stages) {
-  Expected<JobSpec> job = ParseJob(yaml, "job.yaml");
+  Expected<JobConfig> c = ParseJobConfig(yaml, "job.yaml");
+  if (!c) return c.error();
+  Expected<ResolvedJob> job = ResolveJob(*c);
   if (!job) return job.error();
-  return BuildJobCosts(*job, num_stages);
+  return BuildJobCosts(CostInputsOf(job->config, job->microbatches), num_stages);
 }
 
 // GPT-3 175B, tp 8, pp 8, dp 4 on A100s (Narayanan et al. 2021's setting, smaller dp).

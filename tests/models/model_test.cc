@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
 #include "models/training.h"
-#include "schedule/job.h"
 
 namespace pipetwin::models {
 namespace {
@@ -57,12 +57,11 @@ TEST(ModelTest, PresetNamesAreAllFound) {
   for (const auto& n : PresetNames()) EXPECT_TRUE(FindPreset(n)) << n;
 }
 
-Expected<JobSpec> Job(const std::string& yaml) { return ParseJob(yaml, "job.yaml"); }
+// The section parsers on a job file's text (job/ calls them when it reads a job).
+YAML::Node Job(const std::string& yaml) { return YAML::Load(yaml); }
 
 Expected<ModelConfig> Model(const std::string& yaml) {
-  Expected<JobSpec> job = Job(yaml);
-  if (!job) return job.error();
-  return ParseModelConfig(job->model, YamlFields{job->path});
+  return ParseModelConfig(Job(yaml)["model"], YamlFields{"job.yaml"});
 }
 
 const char* kHead = "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4}\n";
@@ -135,13 +134,12 @@ TEST(ModelTest, ErrorsNameFileKeyAndAllowedValues) {
 }
 
 TEST(TrainingTest, ParsesAndRejects) {
-  Expected<JobSpec> job =
+  const YAML::Node job =
       Job(std::string(kHead) +
           "model: {preset: tiny}\n"
           "training: {global_batch: 64, micro_batch: 2, precision: fp16, optimizer: "
           "sgd-momentum, recompute: full}\n");
-  ASSERT_TRUE(job) << job.error().message;
-  Expected<TrainingConfig> t = ParseTrainingConfig(job->training, YamlFields{job->path});
+  Expected<TrainingConfig> t = ParseTrainingConfig(job["training"], YamlFields{"job.yaml"});
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->global_batch, 64);
   EXPECT_EQ(t->micro_batch, 2);
@@ -151,49 +149,18 @@ TEST(TrainingTest, ParsesAndRejects) {
 
   for (const char* bad : {"training: {precision: fp8}\n", "training: {optimizer: lamb}\n",
                           "training: {recompute: some}\n", "training: {batch: 3}\n"}) {
-    Expected<JobSpec> j = Job(std::string(kHead) + "model: {preset: tiny}\n" + bad);
-    ASSERT_TRUE(j) << j.error().message;
-    Expected<TrainingConfig> x = ParseTrainingConfig(j->training, YamlFields{j->path});
+    const YAML::Node j = Job(std::string(kHead) + "model: {preset: tiny}\n" + bad);
+    Expected<TrainingConfig> x = ParseTrainingConfig(j["training"], YamlFields{"job.yaml"});
     ASSERT_FALSE(x) << bad;
     EXPECT_NE(x.error().message.find("job.yaml:"), std::string::npos) << x.error().message;
     EXPECT_NE(x.error().message.find("training"), std::string::npos) << x.error().message;
   }
-  Expected<JobSpec> j =
+  const YAML::Node j =
       Job(std::string(kHead) + "model: {preset: tiny}\ntraining: {optimizer: lamb}\n");
-  EXPECT_NE(ParseTrainingConfig(j->training, YamlFields{j->path})
+  EXPECT_NE(ParseTrainingConfig(j["training"], YamlFields{"job.yaml"})
                 .error()
                 .message.find("adam, sgd, sgd-momentum"),
             std::string::npos);
-}
-
-TEST(TrainingTest, ResolveMicrobatches) {
-  const char* head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
-  Expected<JobSpec> derived =
-      Job(std::string(head) + "training: {global_batch: 64, micro_batch: 2}\n");
-  ASSERT_TRUE(derived) << derived.error().message;
-  Expected<int> m = ResolveMicrobatches(*derived);
-  ASSERT_TRUE(m) << m.error().message;
-  EXPECT_EQ(*m, 8);  // 64 / (2 x 4)
-
-  Expected<JobSpec> uneven =
-      Job(std::string(head) + "training: {global_batch: 60, micro_batch: 2}\n");
-  ASSERT_TRUE(uneven);
-  Expected<int> u = ResolveMicrobatches(*uneven);
-  ASSERT_FALSE(u);
-  EXPECT_NE(u.error().message.find("training.global_batch"), std::string::npos);
-  EXPECT_NE(u.error().message.find("parallel.dp"), std::string::npos);
-
-  Expected<JobSpec> agree =
-      Job(std::string(head) + "microbatches: 8\ntraining: {global_batch: 64, micro_batch: 2}\n");
-  ASSERT_TRUE(agree);
-  EXPECT_EQ(*ResolveMicrobatches(*agree), 8);
-
-  Expected<JobSpec> disagree =
-      Job(std::string(head) + "microbatches: 4\ntraining: {global_batch: 64, micro_batch: 2}\n");
-  ASSERT_TRUE(disagree);
-  Expected<int> d = ResolveMicrobatches(*disagree);
-  ASSERT_FALSE(d);
-  EXPECT_NE(d.error().message.find("microbatches"), std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/costs.h"
+#include "models/program_memory.h"
 #include "schedule/report.h"
 #include "sim/model_costs.h"
 #include "sim/simulate.h"
@@ -32,14 +33,14 @@ TEST(ModelSim, Gpt3ModelFlopsAndMfuFollowNarayanan) {
   // 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)), B = 1536, s = 2048, l = 96, h = 12288, V = 50257.
   const double B = 1536, s = 2048, l = 96, h = 12288, V = 50257;
   const double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-  const double got = r.report.extra["job"]["model_flops_per_iteration"].get<double>();
+  const double got = r.report.job->model_flops_per_iteration;
   EXPECT_NEAR(got / flops, 1.0, 1e-9);
   ASSERT_EQ(r.report.ranks.size(), 1024u);
   const double iter_s = r.report.iteration_time_ms * 1e-3;
   EXPECT_NEAR(r.report.throughput.tflops_per_device, flops / iter_s / 1024 * 1e-12, 1e-6);
   EXPECT_NEAR(r.report.throughput.mfu, flops / iter_s / 1024 / 312e12, 1e-9);
   EXPECT_NEAR(r.report.throughput.samples_per_s, 1536 / iter_s, 1e-6);
-  EXPECT_TRUE(r.report.extra["memory"]["fits"].get<bool>());
+  EXPECT_TRUE(r.report.memory->fits);
   // Replicas of one pipeline rank report the same numbers.
   EXPECT_EQ(r.report.ranks[0].pp_rank, 0);
   EXPECT_EQ(r.report.ranks[8].tp_rank, 0);
@@ -55,13 +56,11 @@ TEST(ModelSim, HardwareFlopsCountTheRecomputedForward) {
   const double B = 3072, s = 2048, l = 128, h = 25600, V = 50257;
   const double hw = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
   const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-  EXPECT_NEAR(r.report.extra["job"]["hardware_flops_per_iteration"].get<double>() / hw, 1.0, 1e-9);
-  EXPECT_NEAR(r.report.extra["job"]["model_flops_per_iteration"].get<double>() / model, 1.0, 1e-9);
+  EXPECT_NEAR(r.report.job->hardware_flops_per_iteration / hw, 1.0, 1e-9);
+  EXPECT_NEAR(r.report.job->model_flops_per_iteration / model, 1.0, 1e-9);
   const double iter_s = r.report.iteration_time_ms * 1e-3;
-  EXPECT_NEAR(r.report.extra["hardware_flops"]["tflops_per_device"].get<double>(),
-              hw / iter_s / 3072 * 1e-12, 1e-6);
-  EXPECT_NEAR(r.report.extra["hardware_flops"]["hfu"].get<double>(), hw / iter_s / 3072 / 312e12,
-              1e-9);
+  EXPECT_NEAR(r.report.hardware_flops->tflops_per_device, hw / iter_s / 3072 * 1e-12, 1e-6);
+  EXPECT_NEAR(r.report.hardware_flops->hfu, hw / iter_s / 3072 / 312e12, 1e-9);
 }
 
 // 1F1B on the tiny model, p2p, DP and sync free: the cost table sets every action's time and
@@ -75,7 +74,7 @@ TEST(ModelSim, BusyTimeIsTheCostTable) {
   for (int q = 0; q < 4; ++q) {
     const StageTimes& t = r.costs.stages[static_cast<std::size_t>(q)];
     const SimTime busy = SimTime::FromNanos(8 * (t.forward + t.backward).nanos()) + t.optimizer;
-    EXPECT_EQ(r.stats.ranks[static_cast<std::size_t>(q)].compute_busy, busy) << q;
+    EXPECT_EQ(r.stats.ranks[static_cast<std::size_t>(q)].step.busy_ns, busy.nanos()) << q;
   }
 }
 
@@ -87,8 +86,8 @@ TEST(ModelSim, RankMemoryFollowsTheInflightCount) {
       "training: {micro_batch: 1, recompute: none}\ncluster: {device: a100-sxm-80gb, nodes: 1}\n",
       "t.yaml");
   ASSERT_TRUE(job.ok()) << job.error().message;
-  auto jc = models::BuildJobCosts(*job, 4);
-  ASSERT_TRUE(jc.ok()) << jc.error().message;
+  ASSERT_TRUE(job->model_costs.has_value());
+  const auto& jc = job->model_costs;
   auto r = Simulate(*job, false);
   ASSERT_TRUE(r.ok());
   for (int q = 0; q < 4; ++q) {
@@ -99,8 +98,8 @@ TEST(ModelSim, RankMemoryFollowsTheInflightCount) {
     // (each I of ZB-H1 comes after its stage's warm-up). During the first I: one more W part.
     const std::int64_t at_f = (4 - q) * c.activation_bytes_per_microbatch;
     const std::int64_t at_i = at_f + c.activation_transient_bytes + c.activation_bytes_pending_w;
-    const RankMemory m =
-        RankMemoryOverProgram(r->schedule.programs[static_cast<std::size_t>(q)], *jc);
+    const models::RankMemory m =
+        models::RankMemoryOverProgram(job->schedule.programs[static_cast<std::size_t>(q)], *jc);
     EXPECT_GE(m.peak, fixed + std::max(at_f, at_i)) << q;
     // And never more than every in-flight microbatch plus every pending W at once.
     EXPECT_LE(m.peak, fixed + (4 - q) * c.activation_bytes_per_microbatch +
@@ -118,8 +117,8 @@ TEST(ModelSim, RankMemoryFollowsTheInflightCount) {
     const models::StageCost& c = jc->stages[static_cast<std::size_t>(q)];
     const std::int64_t fixed =
         c.param_bytes + c.grad_bytes + c.optimizer_bytes + c.comm_buffer_bytes;
-    const RankMemory m =
-        RankMemoryOverProgram(r1->schedule.programs[static_cast<std::size_t>(q)], *jc);
+    const models::RankMemory m =
+        models::RankMemoryOverProgram(job1->schedule.programs[static_cast<std::size_t>(q)], *jc);
     EXPECT_EQ(m.peak, fixed + std::max<std::int64_t>((4 - q) * c.activation_bytes_per_microbatch,
                                                      (3 - q) * c.activation_bytes_per_microbatch +
                                                          c.activation_transient_bytes))
@@ -132,12 +131,11 @@ TEST(ModelSim, ReportsWhenAJobDoesNotFit) {
   const SimResult r = SimText(
       "schedule: gpipe\nmicrobatches: 64\nparallel: {pp: 2, tp: 8}\nmodel: {preset: gpt3-13b}\n"
       "training: {micro_batch: 4, recompute: none}\ncluster: {device: a100-sxm-80gb, nodes: 2}\n");
-  const auto& mem = r.report.extra["memory"];
-  EXPECT_FALSE(mem["fits"].get<bool>());
-  const std::int64_t worst = mem["worst_peak_bytes"].get<std::int64_t>();
-  EXPECT_EQ(mem["shortfall_bytes"].get<std::int64_t>(),
-            worst - mem["device_memory_bytes"].get<std::int64_t>());
-  EXPECT_GT(mem["shortfall_bytes"].get<std::int64_t>(), 0);
+  ASSERT_TRUE(r.report.memory.has_value());
+  const MemorySummary& mem = *r.report.memory;
+  EXPECT_FALSE(mem.fits);
+  EXPECT_EQ(mem.shortfall_bytes, mem.worst_peak_bytes - mem.device_memory_bytes);
+  EXPECT_GT(mem.shortfall_bytes, 0);
 }
 
 TEST(ModelSim, SameJobSameBytes) {

@@ -1,9 +1,12 @@
-#include "schedule/job.h"
+// job_file.cc — step 1 of job.h: the YAML job file to a typed JobConfig.
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "job/job.h"
+#include "schedule/generators.h"
 #include "schedule/yaml_fields.h"
 
 namespace pipetwin {
@@ -118,30 +121,59 @@ Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig*
   return OkStatus();
 }
 
+// Every key's position, by its dotted path ("parallel.pp"), for messages at resolve time.
+void RecordMarks(const YAML::Node& n, const std::string& prefix, SourceMap* map) {
+  if (!n.IsMap()) return;
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    const YAML::Mark m = kv.second.Mark();
+    if (m.line >= 0) map->Set(key, m.line + 1, m.column + 1);
+    RecordMarks(kv.second, key, map);
+  }
+}
+
 }  // namespace
 
-std::string JobSpec::CsvPath() const {
+void SourceMap::Set(const std::string& key, int line, int column) { marks_[key] = {line, column}; }
+
+std::string SourceMap::Where(std::string_view key) const {
+  std::string k(key);
+  while (true) {
+    if (auto it = marks_.find(k); it != marks_.end()) {
+      return path_ + ":" + std::to_string(it->second.first) + ":" +
+             std::to_string(it->second.second) + ": " + std::string(key);
+    }
+    const auto dot = k.rfind('.');
+    if (dot == std::string::npos) break;
+    k.resize(dot);
+  }
+  return path_ + ": " + std::string(key);
+}
+
+Error SourceMap::At(std::string_view key, std::string_view what) const {
+  return Error::BadInput(Where(key) + ": " + std::string(what));
+}
+
+std::string JobConfig::CsvPath() const {
   std::filesystem::path p = schedule.substr(4);
-  if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
+  if (p.is_relative()) p = std::filesystem::path(path()).parent_path() / p;
   return p.string();
 }
 
-GeneratorParams JobSpec::Params() const {
-  return GeneratorParams{parallel.pp, parallel.vpp, microbatches.value_or(0)};
-}
-
-Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path) {
+Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::string& path) {
   YamlFields f{path};
-  JobSpec job;
-  job.path = path;
+  JobConfig job;
+  job.source = SourceMap(path);
+  YAML::Node root;
   try {
-    job.root = YAML::Load(yaml_text);
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return Error::BadInput(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
   }
-  const YAML::Node& root = job.root;
   if (!root.IsMap()) return f.At(root, "(top level)", "a job file is a mapping of keys to values");
+  RecordMarks(root, "", &job.source);
   if (auto s = f.CheckKeys(root, "(top level)",
                            {"schedule", "microbatches", "optimizer_sync", "parallel", "costs",
                             "model", "training", "cluster", "execution"});
@@ -174,19 +206,15 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
     job.optimizer_sync = *b;
   }
   if (auto s = ParseParallel(f, root["parallel"], &job.parallel); !s) return s.error();
+  if (Status s = CheckWorldSize(job); !s) return s.error();
   if (root["costs"]) {
     AbstractCosts c;
     if (auto s = ParseCosts(f, root["costs"], &c); !s) return s.error();
     job.costs = c;
   }
   if (root["execution"]) {
-    if (auto s = ParseExecution(f, root["execution"], &job.execution_config); !s) return s.error();
+    if (auto s = ParseExecution(f, root["execution"], &job.execution); !s) return s.error();
   }
-  // yaml-cpp: assigning a missing key's node throws, so copy only what is there.
-  if (root["model"]) job.model = root["model"];
-  if (root["training"]) job.training = root["training"];
-  if (root["cluster"]) job.cluster = root["cluster"];
-  if (root["execution"]) job.execution = root["execution"];
   if (!job.costs && !root["model"]) {
     return f.At(root, "costs",
                 "give either costs: (abstract per-action costs) or model: with training: and "
@@ -196,6 +224,21 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
     return f.At(root, "microbatches",
                 "missing (give microbatches:, or training: with global_batch and micro_batch)");
   }
+  // model:, training:, cluster: are read by models/ with the same rules. A job with only
+  // abstract costs executes the tiny preset under `run`.
+  job.has_model = static_cast<bool>(root["model"]);
+  YAML::Node none;
+  auto model =
+      models::ParseModelConfig(job.has_model ? root["model"] : YAML::Load("{preset: tiny}"), f);
+  if (!model) return model.error();
+  job.model = std::move(*model);
+  auto training = models::ParseTrainingConfig(root["training"] ? root["training"] : none, f);
+  if (!training) return training.error();
+  job.training = *training;
+  auto cluster = models::ParseClusterConfig(root["cluster"] ? root["cluster"] : none, f,
+                                            job.parallel.WorldSize());
+  if (!cluster) return cluster.error();
+  job.cluster = std::move(*cluster);
 
   // Chunks per rank follow from the schedule.
   const bool has_vpp = root["parallel"] && root["parallel"]["vpp"];
@@ -215,12 +258,12 @@ Expected<JobSpec> ParseJob(const std::string& yaml_text, const std::string& path
   return job;
 }
 
-Expected<JobSpec> LoadJob(const std::string& path) {
+Expected<JobConfig> ReadJobConfig(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Error::BadInput(path + ": cannot open the job file");
   std::ostringstream ss;
   ss << in.rdbuf();
-  return ParseJob(ss.str(), path);
+  return ParseJobConfig(ss.str(), path);
 }
 
 }  // namespace pipetwin

@@ -1,0 +1,45 @@
+// config.h — the plain, typed parts of a job that the schedule layer and everything above
+// share: the parallel layout, abstract per-action costs and how `run` executes the step.
+// The job file is read and resolved once, in job/ (job/job.h); these are its values.
+//
+//   ParallelConfig par{.pp = 4, .dp = 2};
+//   int ranks = par.WorldSize();   // 8
+#pragma once
+
+#include <cstdint>
+
+namespace pipetwin {
+
+struct ParallelConfig {
+  int pp = 1;
+  int vpp = 1;  // chunks per rank: interleaved-1f1b; zbv and dualpipev always use 2
+  int dp = 1;
+  int tp = 1;
+  bool sp = false;
+  int cp = 1;
+  int zero = 0;  // ZeRO stage 0..3
+  int WorldSize() const { return pp * dp * tp * cp; }
+};
+
+// Abstract costs of ONE action of ONE model chunk (job file `costs:`).
+struct AbstractCosts {
+  double forward_ms = 1.0;
+  double backward_input_ms = 1.0;   // I; a full backward B = I + W
+  double backward_weight_ms = 1.0;  // W
+  double p2p_ms = 0.0;              // one activation or gradient transfer between stages
+  double optimizer_ms = 0.0;        // optimizer step of one chunk
+  double dp_reduce_ms = 0.0;        // data-parallel gradient reduction of one chunk (dp > 1)
+  double sync_ms = 0.0;             // the all-rank synchronisation before the optimizer step
+};
+
+// The job file's `execution:` section: how `pipetwin run` executes the step.
+struct ExecutionConfig {
+  int steps = 3;           // measured steps
+  int warmup = 1;          // steps run before measuring
+  double timeout_s = 300;  // a receive or collective that stalls longer fails the run
+  std::uint64_t seed = 1;  // synthetic data
+  double learning_rate = 1e-3;
+  int recv_window = 8;  // receives posted ahead, in program order
+};
+
+}  // namespace pipetwin

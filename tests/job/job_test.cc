@@ -1,0 +1,172 @@
+#include "job/job.h"
+
+#include <gtest/gtest.h>
+
+namespace pipetwin {
+namespace {
+
+// Parses `yaml`; expects an error whose message contains every piece of `parts`.
+void ExpectError(const std::string& yaml, std::initializer_list<const char*> parts) {
+  auto j = ParseJob(yaml, "job.yaml");
+  ASSERT_FALSE(j.ok()) << yaml;
+  EXPECT_EQ(j.error().exit_status(), 2);
+  for (const char* p : parts) {
+    EXPECT_NE(j.error().message.find(p), std::string::npos)
+        << "missing '" << p << "' in: " << j.error().message;
+  }
+}
+
+TEST(Job, ParsesTheDesignExample) {
+  auto j = ParseJob(R"(
+schedule: 1f1b
+microbatches: 8
+optimizer_sync: true
+parallel: {pp: 4, vpp: 1, dp: 1, tp: 1, sp: false, cp: 1, zero: 0}
+costs:
+  forward_ms: 1.0
+  backward_input_ms: 1.0
+  backward_weight_ms: 1.0
+  p2p_ms: 0.0
+)",
+                    "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  EXPECT_EQ(j->config.schedule, "1f1b");
+  EXPECT_EQ(j->microbatches, 8);
+  EXPECT_EQ(j->parallel().pp, 4);
+  ASSERT_TRUE(j->config.costs.has_value());
+  EXPECT_DOUBLE_EQ(j->config.costs->forward_ms, 1.0);
+  // Resolved: the schedule is built, lowered (sends, receives, OPT) and validated.
+  EXPECT_EQ(j->schedule.num_ranks, 4);
+  EXPECT_EQ(j->schedule.num_microbatches, 8);
+  EXPECT_TRUE(j->schedule.HasComms());
+  EXPECT_FALSE(j->model_costs.has_value());
+}
+
+TEST(Job, BadValuesNameFileKeyAndRule) {
+  const std::string costs = "costs: {forward_ms: 1}\n";
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 0}\n" + costs,
+              {"job.yaml:3:", "parallel.pp", "[1, 4096]", "got '0'"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {ppp: 2}\n" + costs,
+              {"parallel", "unknown key 'ppp'", "allowed: pp, vpp"});
+  ExpectError("schedule: 1f1b\nmicrobatchs: 8\n" + costs, {"unknown key 'microbatchs'"});
+  ExpectError("schedule: 1f1c\nmicrobatches: 8\n" + costs,
+              {"schedule", "must be one of gpipe, 1f1b", "got '1f1c'"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\ncosts: {forward_ms: -1}\n",
+              {"costs.forward_ms", "got '-1'"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\ncosts: {p2p_ms: abc}\n", {"costs.p2p_ms"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n", {"give either costs:"});
+  ExpectError("schedule: 1f1b\n" + costs, {"microbatches", "missing"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 2, vpp: 2}\n" + costs,
+              {"parallel.vpp", "must be 1 for 1f1b"});
+  ExpectError("schedule: zbv\nmicrobatches: 8\nparallel: {pp: 2, vpp: 3}\n" + costs,
+              {"parallel.vpp", "two chunks per rank"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {tp: 1, sp: true}\n" + costs,
+              {"parallel.sp", "needs tp"});
+  ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
+  ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
+              {"optimizer_sync", "true or false"});
+}
+
+TEST(Job, InterleavedNeedsAMultipleOfPp) {
+  auto j = ParseJob(
+      "schedule: interleaved-1f1b\nmicrobatches: 6\nparallel: {pp: 4, vpp: 2}\n"
+      "costs: {forward_ms: 1}\n",
+      "job.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().exit_status(), 2);
+  EXPECT_NE(j.error().message.find("job.yaml:2:"), std::string::npos) << j.error().message;
+  EXPECT_NE(j.error().message.find("multiple of pp"), std::string::npos);
+}
+
+constexpr const char* kModelJob = R"(schedule: 1f1b
+parallel: {pp: 2, dp: 2}
+model: {preset: tiny}
+training: {global_batch: 16, micro_batch: 2}
+cluster: {device: cpu}
+)";
+
+TEST(Job, MicrobatchesAreDerivedFromTheGlobalBatch) {
+  auto j = ParseJob(kModelJob, "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  EXPECT_EQ(j->microbatches, 16 / (2 * 2));
+  EXPECT_EQ(j->schedule.num_microbatches, 4);
+  ASSERT_TRUE(j->model_costs.has_value());
+  EXPECT_EQ(j->model_costs->stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(j->SamplesPerStep(), 16.0);
+}
+
+TEST(Job, GivenAndDerivedMicrobatchesMustAgree) {
+  const std::string head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
+  auto agree =
+      ParseJob(head + "microbatches: 8\ntraining: {global_batch: 64, micro_batch: 2}\n", "j.yaml");
+  ASSERT_TRUE(agree.ok()) << agree.error().message;
+  EXPECT_EQ(agree->microbatches, 8);
+  auto disagree =
+      ParseJob(head + "microbatches: 4\ntraining: {global_batch: 64, micro_batch: 2}\n", "j.yaml");
+  ASSERT_FALSE(disagree.ok());
+  EXPECT_NE(disagree.error().message.find("disagrees with microbatches"), std::string::npos);
+  auto none = ParseJob(head + "training: {micro_batch: 2}\n", "j.yaml");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("give `microbatches` or `training.global_batch`"),
+            std::string::npos);
+}
+
+TEST(Job, ResolveErrorsKeepTheLineOfTheKey) {
+  // global_batch is only wrong together with micro_batch and dp: found after the YAML is
+  // gone, still reported at its line.
+  auto j = ParseJob(
+      "schedule: 1f1b\nparallel: {pp: 2, dp: 2}\nmodel: {preset: tiny}\n"
+      "training: {global_batch: 15, micro_batch: 2}\n",
+      "job.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().exit_status(), 2);
+  EXPECT_NE(j.error().message.find("job.yaml:4:"), std::string::npos) << j.error().message;
+  EXPECT_NE(j.error().message.find("training.global_batch"), std::string::npos);
+  EXPECT_NE(j.error().message.find("divisible"), std::string::npos);
+}
+
+TEST(Job, TheModelIsCheckedWhateverTheCommand) {
+  // 4 heads do not split over tp 3: every command refuses it when the job is resolved.
+  auto j = ParseJob(
+      "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 2, tp: 3}\n"
+      "model: {preset: tiny}\n",
+      "job.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().exit_status(), 2);
+  EXPECT_NE(j.error().message.find("job.yaml:4:"), std::string::npos) << j.error().message;
+}
+
+TEST(Job, VariantsChangeTypedFieldsAndResolveAgain) {
+  auto base = ParseJobConfig(kModelJob, "job.yaml");
+  ASSERT_TRUE(base.ok()) << base.error().message;
+  JobConfig c = *base;
+  c.schedule = "zbv";  // two chunks per rank, set by the resolver
+  auto v = ResolveJob(c);
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_EQ(v->parallel().vpp, 2);
+  EXPECT_EQ(v->schedule.num_stages, 4);
+  EXPECT_EQ(v->model_costs->stages.size(), 4u);
+  c = *base;
+  c.parallel.dp = 1;  // the microbatches follow the global batch
+  auto w = ResolveJob(c);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  EXPECT_EQ(w->microbatches, 8);
+  c = *base;
+  c.parallel.vpp = 3;  // not for 1f1b
+  auto bad = ResolveJob(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("parallel.vpp"), std::string::npos);
+}
+
+TEST(Job, HugeWorldsAreRefusedNotOverflowed) {
+  auto j = ParseJob(
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4096, dp: 65536, tp: 1024}\n"
+      "costs: {forward_ms: 1}\n",
+      "job.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().exit_status(), 2);
+  EXPECT_NE(j.error().message.find("ranks; at most"), std::string::npos) << j.error().message;
+}
+
+}  // namespace
+}  // namespace pipetwin

@@ -105,6 +105,10 @@ Expected<ResolvedJob> LoadJob(const std::string& path, const ResolveOptions& opt
 Expected<ResolvedJob> ParseJob(const std::string& yaml_text, const std::string& path,
                                const ResolveOptions& opts = {});
 
+// The config as a job file that reads back to the same config (validate's variants, plan's
+// --emit-jobs); `comment` opens the file as a YAML comment.
+std::string WriteJobConfig(const JobConfig& c, const std::string& comment = "");
+
 // What the cost model reads, from a resolved job's config (sweeps edit it directly).
 models::CostInputs CostInputsOf(const JobConfig& c, int microbatches);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/simulate.h"
+
 namespace pipetwin {
 namespace {
 
@@ -166,6 +168,37 @@ TEST(Job, HugeWorldsAreRefusedNotOverflowed) {
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.error().exit_status(), 2);
   EXPECT_NE(j.error().message.find("ranks; at most"), std::string::npos) << j.error().message;
+}
+
+}  // namespace
+}  // namespace pipetwin
+
+namespace pipetwin {
+namespace {
+
+// Every example job, written back from its typed config, reads back to the same config: the
+// file is a fixpoint of write ∘ read, and its prediction is byte-identical.
+TEST(JobWriter, ExamplesRoundTrip) {
+  const char* files[] = {"examples/schedules/1f1b.yaml",     "examples/schedules/zb-h2.yaml",
+                         "examples/models/gpt3-175b.yaml",   "examples/models/llama3-70b.yaml",
+                         "examples/models/megatron-1t.yaml", "examples/validate/pp2.yaml",
+                         "examples/validate/tp2.yaml"};
+  for (const char* rel : files) {
+    const std::string path = std::string(PIPETWIN_SOURCE_DIR) + "/" + rel;
+    auto c1 = ReadJobConfig(path);
+    ASSERT_TRUE(c1.ok()) << c1.error().message;
+    const std::string text = WriteJobConfig(*c1, "round trip");
+    auto c2 = ParseJobConfig(text, path);
+    ASSERT_TRUE(c2.ok()) << rel << ": " << c2.error().message << "\n" << text;
+    EXPECT_EQ(WriteJobConfig(*c2, "round trip"), text) << rel;
+    auto j1 = ResolveJob(*c1);
+    auto j2 = ResolveJob(*c2);
+    ASSERT_TRUE(j1.ok() && j2.ok()) << rel;
+    auto s1 = Simulate(*j1, false);
+    auto s2 = Simulate(*j2, false);
+    ASSERT_TRUE(s1.ok() && s2.ok()) << rel;
+    EXPECT_EQ(ReportToJson(s1->report), ReportToJson(s2->report)) << rel << "\n" << text;
+  }
 }
 
 }  // namespace

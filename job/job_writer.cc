@@ -1,0 +1,177 @@
+// job_writer.cc — a typed JobConfig back to a job file that reads back to the same config
+// (job.h, WriteJobConfig). Defaults are left out; numbers are written to round-trip exactly.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "job/job.h"
+#include "models/placement.h"
+
+namespace pipetwin {
+namespace {
+
+// Shortest decimal text that reads back to the same double.
+std::string Num(double v) {
+  char buf[40];
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+template <typename T>
+void Key(YAML::Emitter& e, const char* key, const T& value) {
+  e << YAML::Key << key << YAML::Value << value;
+}
+void KeyNum(YAML::Emitter& e, const char* key, double value) {
+  e << YAML::Key << key << YAML::Value << Num(value);
+}
+
+void WriteModel(YAML::Emitter& e, const models::ModelConfig& m) {
+  // The preset the model came from, and the fields where it differs from it.
+  std::string preset = m.name;
+  const std::string kModified = " (modified)";
+  if (preset.size() > kModified.size() &&
+      preset.compare(preset.size() - kModified.size(), kModified.size(), kModified) == 0) {
+    preset.resize(preset.size() - kModified.size());
+  }
+  auto found = models::FindPreset(preset);
+  const models::ModelConfig base = found ? *found : models::ModelConfig{};
+  e << YAML::Key << "model" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  if (found) Key(e, "preset", preset);
+  const std::pair<const char*, std::pair<int, int>> ints[] = {
+      {"layers", {m.layers, base.layers}},
+      {"hidden", {m.hidden, base.hidden}},
+      {"ffn_hidden", {m.ffn_hidden, base.ffn_hidden}},
+      {"heads", {m.heads, base.heads}},
+      {"kv_heads", {m.kv_heads, base.kv_heads}},
+      {"vocab", {m.vocab, base.vocab}},
+      {"seq_len", {m.seq_len, base.seq_len}}};
+  // Without a preset every shape field is written; ffn_hidden and kv_heads always, since
+  // their defaults follow hidden and heads.
+  // A modified preset writes seq_len too, so that it reads back as modified.
+  const bool modified = found && m.name != base.name;
+  for (const auto& [key, v] : ints) {
+    const std::string k = key;
+    const bool always = modified && (k == "ffn_hidden" || k == "kv_heads" || k == "seq_len");
+    if (!found || v.first != v.second || always) Key(e, key, v.first);
+  }
+  if (!found || m.mlp != base.mlp) Key(e, "mlp", std::string(models::ToString(m.mlp)));
+  if (!found || m.norm != base.norm) Key(e, "norm", std::string(models::ToString(m.norm)));
+  if (!found || m.position != base.position) {
+    Key(e, "position", std::string(models::ToString(m.position)));
+  }
+  if (!found || m.tied_embeddings != base.tied_embeddings) {
+    Key(e, "tied_embeddings", m.tied_embeddings);
+  }
+  if (!found || m.bias != base.bias) Key(e, "bias", m.bias);
+  if (!found || m.dropout != base.dropout) Key(e, "dropout", m.dropout);
+  if (!m.layers_per_stage.empty()) {
+    e << YAML::Key << "layers_per_stage" << YAML::Value << YAML::Flow << m.layers_per_stage;
+  }
+  e << YAML::EndMap;
+}
+
+void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
+  e << YAML::Key << "training" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  if (t.global_batch != 0) Key(e, "global_batch", t.global_batch);
+  Key(e, "micro_batch", t.micro_batch);
+  Key(e, "precision", std::string(models::ToString(t.precision)));
+  Key(e, "optimizer", std::string(models::ToString(t.optimizer)));
+  Key(e, "recompute", std::string(models::ToString(t.recompute)));
+  Key(e, "flash_attention", t.flash_attention);
+  e << YAML::EndMap;
+}
+
+void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
+  const models::DeviceSpec base = *models::FindDevice(c.device.name);
+  const models::DeviceSpec& d = c.device;
+  e << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  Key(e, "device", d.name);
+  Key(e, "gpus_per_node", c.gpus_per_node);
+  if (c.nodes_given) Key(e, "nodes", c.nodes);
+  Key(e, "rank_order", models::ToString(c.rank_order));
+  using R = models::ClusterConfig::DpReduction;
+  Key(e, "dp_reduction",
+      std::string(c.dp_reduction == R::kRing   ? "ring"
+                  : c.dp_reduction == R::kTree ? "tree"
+                                               : "parameter-server"));
+  Key(e, "parameter_servers", c.parameter_servers);
+  auto link = [&](const char* key, double bw, double lat, double eff, double bw0, double lat0,
+                  double eff0) {
+    if (bw == bw0 && lat == lat0 && eff == eff0) return;
+    e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+    KeyNum(e, "bandwidth_gb_s", bw / 1e9);
+    KeyNum(e, "latency_us", lat / 1e-6);
+    KeyNum(e, "efficiency", eff);
+    e << YAML::EndMap;
+  };
+  link("intra_node", d.nvlink_bytes_per_s, d.nvlink_latency_s, d.nvlink_efficiency,
+       base.nvlink_bytes_per_s, base.nvlink_latency_s, base.nvlink_efficiency);
+  link("inter_node", d.ib_bytes_per_s, d.ib_latency_s, d.ib_efficiency, base.ib_bytes_per_s,
+       base.ib_latency_s, base.ib_efficiency);
+  if (d.gemm_efficiency != base.gemm_efficiency ||
+      d.attn_fwd_efficiency != base.attn_fwd_efficiency ||
+      d.attn_bwd_efficiency != base.attn_bwd_efficiency ||
+      d.hbm_efficiency != base.hbm_efficiency) {
+    e << YAML::Key << "compute" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    KeyNum(e, "gemm_efficiency", d.gemm_efficiency);
+    KeyNum(e, "attention_forward_efficiency", d.attn_fwd_efficiency);
+    KeyNum(e, "attention_backward_efficiency", d.attn_bwd_efficiency);
+    KeyNum(e, "hbm_efficiency", d.hbm_efficiency);
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
+  YAML::Emitter e;
+  if (!comment.empty()) e << YAML::Comment(comment);
+  e << YAML::BeginMap;
+  // A CSV path is written as the reader will resolve it (the new file may sit elsewhere).
+  Key(e, "schedule", c.IsCsvSchedule() ? "csv:" + c.CsvPath() : c.schedule);
+  if (c.microbatches) Key(e, "microbatches", *c.microbatches);
+  Key(e, "optimizer_sync", c.optimizer_sync);
+  const ParallelConfig& p = c.parallel;
+  e << YAML::Key << "parallel" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  Key(e, "pp", p.pp);
+  Key(e, "vpp", p.vpp);
+  Key(e, "dp", p.dp);
+  Key(e, "tp", p.tp);
+  Key(e, "sp", p.sp);
+  Key(e, "cp", p.cp);
+  Key(e, "zero", p.zero);
+  e << YAML::EndMap;
+  if (c.costs) {
+    const AbstractCosts& k = *c.costs;
+    e << YAML::Key << "costs" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    KeyNum(e, "forward_ms", k.forward_ms);
+    KeyNum(e, "backward_input_ms", k.backward_input_ms);
+    KeyNum(e, "backward_weight_ms", k.backward_weight_ms);
+    KeyNum(e, "p2p_ms", k.p2p_ms);
+    KeyNum(e, "optimizer_ms", k.optimizer_ms);
+    KeyNum(e, "dp_reduce_ms", k.dp_reduce_ms);
+    KeyNum(e, "sync_ms", k.sync_ms);
+    e << YAML::EndMap;
+  }
+  if (c.has_model) WriteModel(e, c.model);
+  WriteTraining(e, c.training);
+  WriteCluster(e, c.cluster);
+  const ExecutionConfig& x = c.execution;
+  e << YAML::Key << "execution" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  Key(e, "steps", x.steps);
+  Key(e, "warmup", x.warmup);
+  KeyNum(e, "timeout_s", x.timeout_s);
+  Key(e, "seed", static_cast<long long>(x.seed));
+  KeyNum(e, "learning_rate", x.learning_rate);
+  Key(e, "recv_window", x.recv_window);
+  e << YAML::EndMap;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace pipetwin

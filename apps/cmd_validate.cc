@@ -29,6 +29,7 @@
 #include "schedule/csv.h"
 #include "schedule/generators.h"
 #include "schedule/report.h"
+#include "schedule/stats.h"
 #include "schedule/trace.h"
 #include "sim/engine.h"
 #include "sim/profile.h"
@@ -375,9 +376,7 @@ int CmdValidate(int argc, char** argv) {
       for (auto& [key, by_rank] : durs) {
         double worst = 0;  // the slowest replica, as calibrate keeps it
         for (auto& [rank, v] : by_rank) {
-          std::sort(v.begin(), v.end());
-          const std::size_t n = v.size();
-          worst = std::max(worst, n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+          worst = std::max(worst, Median(v));
         }
         medians[key] = worst;
       }

@@ -14,16 +14,10 @@
 #include "exec/run.h"
 #include "models/training.h"
 #include "schedule/build.h"
+#include "schedule/stats.h"
 
 namespace pipetwin::exec {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double Ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 

@@ -20,6 +20,7 @@
 #include "models/model.h"
 #include "models/placement.h"
 #include "models/training.h"
+#include "schedule/stats.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -350,11 +351,7 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
     }
   }
   // The median step is the one reported and traced.
-  std::vector<std::size_t> order(res.step_ms.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return res.step_ms[a] < res.step_ms[b]; });
-  const std::size_t median = order[order.size() / 2];
+  const std::size_t median = UpperMedianIndex(res.step_ms);
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
   if (opts.after_steps) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "models/costs.h"
+#include "schedule/stats.h"
 #include "schedule/yaml_fields.h"
 #include "sim/model_costs.h"
 
@@ -313,17 +314,17 @@ Expected<SimResult> SimulateWithProfile(const ResolvedJob& job, const std::strin
     auto iteration = [&](const CostTable& t) {
       return IterationNs(eo.optimizer_sync, StepRecordOf(RunEngine(s, t, eo, nullptr)));
     };
-    std::vector<std::pair<std::int64_t, std::size_t>> plays;
-    for (std::size_t k = 0; k < jitter.size(); ++k) {
-      plays.emplace_back(iteration(ScaleComputeByRank(costs, s, jitter[k])), k);
+    std::vector<std::int64_t> plays;
+    for (const std::vector<double>& factors : jitter) {
+      plays.push_back(iteration(ScaleComputeByRank(costs, s, factors)));
     }
-    std::sort(plays.begin(), plays.end());
+    const auto [lo, hi] = std::minmax_element(plays.begin(), plays.end());
     use.has_jitter = true;
     use.jitter_samples = static_cast<int>(jitter.size());
     use.nominal_iteration_time_ms = static_cast<double>(iteration(costs)) * 1e-6;
-    use.jitter_min_ms = static_cast<double>(plays.front().first) * 1e-6;
-    use.jitter_max_ms = static_cast<double>(plays.back().first) * 1e-6;
-    costs = ScaleComputeByRank(costs, s, jitter[plays[plays.size() / 2].second]);
+    use.jitter_min_ms = static_cast<double>(*lo) * 1e-6;
+    use.jitter_max_ms = static_cast<double>(*hi) * 1e-6;
+    costs = ScaleComputeByRank(costs, s, jitter[UpperMedianIndex(plays)]);
   }
   SimResult res = SimulateWithCosts(job, std::move(costs), opts);
   res.report.profile = use;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "job/job.h"
@@ -122,15 +123,22 @@ Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig*
 }
 
 // Every key's position, by its dotted path ("parallel.pp"), for messages at resolve time.
-void RecordMarks(const YAML::Node& n, const std::string& prefix, SourceMap* map) {
-  if (!n.IsMap()) return;
+// A key given twice in one mapping is an error (YAML parsers keep one of the two silently).
+Status RecordMarks(const YamlFields& f, const YAML::Node& n, const std::string& prefix,
+                   SourceMap* map) {
+  if (!n.IsMap()) return OkStatus();
+  std::set<std::string> seen;
   for (const auto& kv : n) {
     if (!kv.first.IsScalar()) continue;
     const std::string key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (!seen.insert(kv.first.Scalar()).second) {
+      return f.At(kv.first, key, "given twice (each key may appear once)");
+    }
     const YAML::Mark m = kv.second.Mark();
     if (m.line >= 0) map->Set(key, m.line + 1, m.column + 1);
-    RecordMarks(kv.second, key, map);
+    if (Status s = RecordMarks(f, kv.second, key, map); !s) return s;
   }
+  return OkStatus();
 }
 
 }  // namespace
@@ -167,13 +175,19 @@ Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::stri
   job.source = SourceMap(path);
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
+    if (docs.size() > 1) {
+      return f.At(docs[1], "(top level)",
+                  "a job file holds one YAML document; this one has " +
+                      std::to_string(docs.size()) + " (remove the `---` separators)");
+    }
+    if (!docs.empty()) root = docs.front();
   } catch (const YAML::Exception& e) {
     return Error::BadInput(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
   }
   if (!root.IsMap()) return f.At(root, "(top level)", "a job file is a mapping of keys to values");
-  RecordMarks(root, "", &job.source);
+  if (Status s = RecordMarks(f, root, "", &job.source); !s) return s.error();
   if (auto s = f.CheckKeys(root, "(top level)",
                            {"schedule", "microbatches", "optimizer_sync", "parallel", "costs",
                             "model", "training", "cluster", "execution"});

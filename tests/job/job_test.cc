@@ -67,6 +67,13 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
   ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
   ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
               {"optimizer_sync", "true or false"});
+  // Silently ignored input is refused: a key given twice, a second document.
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nmicrobatches: 4\n" + costs,
+              {"job.yaml:3:", "microbatches", "given twice"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 2, pp: 4}\n" + costs,
+              {"parallel.pp", "given twice"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + costs + "---\nschedule: gpipe\n",
+              {"one YAML document"});
 }
 
 TEST(Job, InterleavedNeedsAMultipleOfPp) {

@@ -10,8 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "exec/cpu_backend.h"
-#include "exec/cuda/factory.h"
+#include "exec/backend_registry.h"
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
 #include "models/costs.h"
@@ -51,7 +50,7 @@ void Barrier(double timeout_s, const char* what) {
   WaitRequest(&req, timeout_s, what);
 }
 
-Expected<cpu::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfig& m,
+Expected<gpt::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfig& m,
                                     int micro_batch, std::uint64_t seed) {
   YamlFields f{job.path};
   const YAML::Node at = job.root["model"] ? job.root["model"] : job.root;
@@ -67,7 +66,7 @@ Expected<cpu::ModelConfig> CpuModel(const JobSpec& job, const models::ModelConfi
     return f.At(at, "model.kv_heads",
                 "the CPU backend has no grouped-query attention: kv_heads must equal heads");
   }
-  cpu::ModelConfig c;
+  gpt::ModelConfig c;
   c.layers = m.layers;
   c.hidden = m.hidden;
   c.ffn_hidden = m.ffn_hidden;
@@ -120,55 +119,6 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   return t;
 }
 
-// Worst relative error (‖a − b‖ / ‖b‖ per tensor) of this rank's gradients against a
-// single-process reference of the same model and data; also checks the step's mean loss.
-// `perturb` scales this rank's gradients first (a test hook: 1.0001 must fail the check).
-double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
-                      const std::vector<int>& stages, int microbatches, int dp,
-                      const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss,
-                      float perturb) {
-  cpu::Accountant acc;
-  cpu::Chunk ref(
-      model,
-      cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers, .first = true, .last = true},
-      cpu::TpConfig{}, acc);
-  ref.set_loss_scale(1.0f / static_cast<float>(microbatches * dp));
-  cpu::SyntheticData data({.vocab = model.vocab,
-                           .seq_len = model.seq_len,
-                           .micro_batch = model.micro_batch,
-                           .seed = seed,
-                           .noise = 0.0f});
-  std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
-  double loss = 0;
-  for (int mb = 0; mb < microbatches * dp; ++mb) {
-    data.Fill(0, mb, tokens, labels);
-    loss += static_cast<double>(ref.Forward(mb, {.tokens = tokens, .labels = labels}));
-    ref.Backward(mb, {}, {});
-  }
-  loss /= microbatches * dp;
-  double worst = std::abs(measured_loss - loss) / std::max(std::abs(loss), 1e-30);
-  for (int s : stages) {
-    const cpu::ParamLayout& layout = backend.StageLayout(s);
-    std::vector<float> grads = backend.StageGrads(s);
-    for (float& g : grads) g *= perturb;
-    std::vector<float> shard;
-    for (const cpu::ParamInfo& p : layout.params) {
-      const cpu::ParamInfo& rp = ref.layout().Find(p.name);
-      shard.assign(static_cast<std::size_t>(p.size()), 0.0f);
-      cpu::ShardFromFull(p, tp, ref.grads().data() + rp.offset, shard.data());
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < shard.size(); ++i) {
-        const double a = static_cast<double>(grads[p.offset + i]);
-        const double b = static_cast<double>(shard[i]);
-        diff += (a - b) * (a - b);
-        norm += b * b;
-      }
-      worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-    }
-  }
-  return worst;
-}
-
 }  // namespace
 
 Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
@@ -179,8 +129,10 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
                           std::to_string(exe->steps));
   }
   YamlFields f{job.path};
-  if (opts.backend != "cpu" && opts.backend != "cuda") {
-    return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
+  if (!BackendRegistered(opts.backend)) {
+    std::string known;
+    for (const std::string& n : RegisteredBackends()) known += (known.empty() ? "" : " or ") + n;
+    return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
   }
   const ParallelConfig& par = job.parallel;
   if (par.cp > 1) {
@@ -219,21 +171,6 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
     adam = t->optimizer == models::Optimizer::kAdam;
     momentum = t->optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
   }
-  if (opts.backend == "cuda") {
-    // What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention.
-    if (training.precision == models::Precision::kFp16) {
-      return f.At(job.root["training"]["precision"], "training.precision",
-                  "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
-    }
-    if (training.recompute != models::Recompute::kNone) {
-      return f.At(job.root["training"]["recompute"], "training.recompute",
-                  "the CUDA backend keeps every activation: use recompute: none with `run`");
-    }
-    if (training.flash_attention) {
-      return f.At(job.root["training"]["flash_attention"], "training.flash_attention",
-                  "the CUDA backend's attention is unfused: use flash_attention: false");
-    }
-  }
   auto m = models::ResolveMicrobatches(job);
   if (!m) return m.error();
   auto cpu_model = CpuModel(job, *model, micro_batch, exe->seed);
@@ -246,7 +183,7 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   const models::RankLayout layout(par);
   auto groups = Groups::Split(layout);
   const models::RankCoord me = groups->coord;
-  CpuBackendConfig bc;
+  BackendConfig bc;
   bc.model = *cpu_model;
   bc.layers_per_stage = *layers;
   bc.stage_to_rank = sched->stage_to_rank;
@@ -254,8 +191,8 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   bc.microbatches = *m;
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
-  bc.tp = cpu::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
+  bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
+  if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
     return f.At(job.root["model"] ? job.root["model"] : job.root, "model", *why);
   }
   bc.adam = adam;
@@ -267,19 +204,12 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   bc.pp_comm = groups->pp;
   bc.dp_comm = groups->dp;
   bc.tp_comm = groups->tp;
-  std::unique_ptr<Backend> backend_owner;
-  if (opts.backend == "cuda") {
-    if (par.zero > 0) {
-      return f.At(job.root["parallel"]["zero"], "parallel.zero",
-                  "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
-    }
-    auto made = MakeCudaBackend(
-        {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = &*sched});
-    if (!made) return made.error();
-    backend_owner = std::move(*made);
-  } else {
-    backend_owner = std::make_unique<CpuBackend>(bc);
-  }
+  bc.bf16 = training.precision != models::Precision::kFp32;
+  bc.schedule = &*sched;
+  bc.job = &job;
+  auto made = MakeBackend(opts.backend, bc);
+  if (!made) return made.error();
+  std::unique_ptr<Backend> backend_owner = std::move(*made);
   Backend& backend = *backend_owner;
 
   EngineOptions eo;
@@ -334,9 +264,9 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
       // Test hook: gradients off by 1e-4 must fail the reference check.
       const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
       const float perturb = p != nullptr && std::atoi(p) == WorldRank() ? 1.0001f : 1.0f;
-      const double err = ReferenceError(*cpu_model, backend, my_stages, *m, par.dp, bc.tp,
-                                        exe->seed, loss, perturb);
-      res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");
+      auto err = ReferenceError(bc, backend, my_stages, loss, perturb);
+      if (!err) return err.error();
+      res.max_relative_error = AllReduceMax(*err, exe->timeout_s, "reference check");
     }
     if (opts.interleave_calibration && step >= exe->warmup && (step - exe->warmup) % 2 == 0) {
       calibration.push_back(std::move(events));
@@ -354,12 +284,8 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
   if (opts.after_steps) {
-    auto* cpu_backend = dynamic_cast<CpuBackend*>(&backend);
-    if (cpu_backend == nullptr) {
-      return Error::Failure("this command needs the CPU backend's chunks (--backend cpu)");
-    }
     const auto& shown = opts.interleave_calibration ? calibration : measured;
-    if (Status st = opts.after_steps({shown, *cpu_backend, *groups, total_steps}); !st) {
+    if (Status st = opts.after_steps({shown, backend, *groups, total_steps}); !st) {
       return st.error();
     }
   }
@@ -383,9 +309,9 @@ Expected<RunResult> RunJob(const JobSpec& job, const RunOptions& opts) {
                           mem.optimizer,
                           mem.activations,
                           mem.comm_buffers,
-                          backend.BytesSent(0) / total_steps,
-                          backend.BytesSent(1) / total_steps,
-                          backend.BytesSent(2) / total_steps};
+                          backend.BytesSent(CommGroup::kPp) / total_steps,
+                          backend.BytesSent(CommGroup::kDp) / total_steps,
+                          backend.BytesSent(CommGroup::kTp) / total_steps};
   std::vector<std::int64_t> rows(static_cast<std::size_t>(12 * world));
   MPI_Request req;
   PT_MPI_CHECK(

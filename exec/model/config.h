@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 struct ModelConfig {
   int layers = 4;
@@ -74,4 +74,4 @@ struct LocalDims {
 };
 LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp);
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

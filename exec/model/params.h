@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "exec/cpu/config.h"
-#include "exec/cpu/memory.h"
+#include "exec/model/config.h"
+#include "exec/model/memory.h"
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 enum class ShardKind : std::uint8_t {
   kReplicated,  // every TP rank holds the whole tensor
@@ -89,4 +89,4 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
 // "block<layer>.<what>", e.g. "block3.qkv_w".
 std::string BlockParamName(int layer, const char* what);
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

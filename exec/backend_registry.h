@@ -2,7 +2,7 @@
 // only this and exec/backend.h; each backend registers itself from its own folder (exec/cpu/,
 // exec/cuda/) and the program's main() calls those registration functions.
 //
-//   exec::cpu::RegisterCpuBackend();                  // in main(), before RunJob
+//   cpu::RegisterCpuBackend();                         // in main(), before RunJob
 //   Expected<std::unique_ptr<Backend>> b = MakeBackend("cpu", cfg);
 //
 // Registration is an explicit call rather than a static initialiser: a registrar object in a

@@ -9,7 +9,7 @@
 // registers the backends it links before calling RunJob.
 //
 //   MPI_Init(...);
-//   exec::cpu::RegisterCpuBackend();
+//   cpu::RegisterCpuBackend();   // exec/cpu/register.h
 //   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
 #pragma once
 

@@ -1,4 +1,5 @@
-// config.h — the plain description of the CPU backend's GPT model and of one rank's share of it.
+// config.h — the plain description of the executor's GPT model (every backend runs it) and of
+// one rank's share of it.
 //
 //   ModelConfig model;                       // small default: one step well under 1 s on 1 core
 //   model.layers = 8;

@@ -63,6 +63,7 @@ Expected<double> ToleranceArg(const CmdArgs& a, double fallback) {
 }
 
 int CmdCalibrate(int argc, char** argv) {
+  if (auto rc = HandOverBackend(argc, argv)) return *rc;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,17 @@
 #include "schedule/expected.h"
 
 namespace pipetwin {
+
+// The command line: dispatches argv[1] to a subcommand; exceptions become "internal error"
+// (exit 1). Registers no backend: the caller's main() does (entry_cpu.cc, entry_cuda.cc).
+int RunMain(int argc, char** argv);
+
+// `run` and `calibrate` with `--backend cuda` in a program without the CUDA backend (the
+// CPU-only `pipetwin`, which must not load cuBLAS or NCCL): replaces this process with
+// `pipetwin-cuda` from the same folder as /proc/self/exe, same argv. Call before MPI_Init.
+// Returns nothing when this program runs the backend itself; otherwise the exit status
+// (1, "built without CUDA" where pipetwin-cuda is absent; execv failed otherwise).
+std::optional<int> HandOverBackend(int argc, char** argv);
 
 int CmdCalibrate(int argc, char** argv);  // under mpirun, like `run`
 int CmdCompare(int argc, char** argv);

@@ -1,6 +1,14 @@
 // pipetwin — predict a distributed training step, then run it for real and compare.
-// Subcommands only parse arguments and call the libraries (DESIGN.md).
+// Subcommands only parse arguments and call the libraries (DESIGN.md). The programs' main()
+// (entry_cpu.cc: `pipetwin`, entry_cuda.cc: `pipetwin-cuda`) register their backends and
+// call RunMain.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -10,6 +18,7 @@
 #include <mpi.h>
 
 #include "apps/commands.h"
+#include "exec/backend_registry.h"
 #include "exec/calibrate.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
@@ -169,6 +178,7 @@ int CmdSchedule(int argc, char** argv) {
 }
 
 int CmdRun(int argc, char** argv) {
+  if (auto rc = HandOverBackend(argc, argv)) return *rc;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -295,6 +305,44 @@ int CmdSchedules() {
 
 }  // namespace
 
+std::optional<int> HandOverBackend(int argc, char** argv) {
+  std::string backend;
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--backend") == 0) backend = argv[i + 1];
+  }
+  if (backend.empty() || exec::BackendRegistered(backend)) return std::nullopt;
+  // Under mpirun every rank gets here: one message is enough.
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (env_rank == nullptr) env_rank = std::getenv("PMI_RANK");
+  const bool print = env_rank == nullptr || std::strcmp(env_rank, "0") == 0;
+  if (backend != "cuda") {
+    std::string known;
+    for (const std::string& n : exec::RegisteredBackends()) known += n + " or ";
+    if (print) {
+      std::fprintf(stderr, "pipetwin: --backend: must be %scuda, got '%s'\n", known.c_str(),
+                   backend.c_str());
+    }
+    return 2;
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path cuda = self.parent_path() / "pipetwin-cuda";
+  if (ec || ::access(cuda.c_str(), X_OK) != 0) {
+    if (print) {
+      std::fprintf(stderr,
+                   "pipetwin: built without CUDA: there is no %s (configure with the CUDA "
+                   "toolkit and PIPETWIN_WITH_CUDA=ON to use --backend cuda)\n",
+                   ec ? "pipetwin-cuda next to this program" : cuda.c_str());
+    }
+    return 1;
+  }
+  ::execv(cuda.c_str(), argv);
+  const int err = errno;
+  if (print)
+    std::fprintf(stderr, "pipetwin: cannot start %s: %s\n", cuda.c_str(), std::strerror(err));
+  return 1;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
@@ -317,13 +365,13 @@ int Main(int argc, char** argv) {
   return 2;
 }
 
-}  // namespace pipetwin
-
-int main(int argc, char** argv) {
+int RunMain(int argc, char** argv) {
   try {
-    return pipetwin::Main(argc, argv);
+    return Main(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
     return 1;
   }
 }
+
+}  // namespace pipetwin

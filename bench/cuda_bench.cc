@@ -16,10 +16,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "exec/cpu/memory.h"
 #include "exec/cuda/check.h"
 #include "exec/cuda/device.h"
 #include "exec/cuda/kernels.h"
+#include "exec/model/memory.h"
 
 namespace {
 
@@ -62,7 +62,7 @@ int Main(int rank, int world) {
   PT_CUDA_CHECK(cudaSetDevice(local % count));
   cudaStream_t s = nullptr;
   PT_CUDA_CHECK(cudaStreamCreate(&s));
-  cpu::Accountant acc;
+  gpt::Accountant acc;
   DeviceAllocator alloc(s, acc);
   Gemm gemm(s, alloc);
 
@@ -70,11 +70,11 @@ int Main(int rank, int world) {
   for (const std::int64_t n : {2048, 4096, 8192}) {
     for (const DType t : {DType::kBf16, DType::kF32}) {
       const std::size_t e = t == DType::kBf16 ? 2 : 4;
-      DeviceTensor<std::uint8_t> a(alloc, cpu::MemCategory::kWorkspace, n,
+      DeviceTensor<std::uint8_t> a(alloc, gpt::MemCategory::kWorkspace, n,
                                    n * static_cast<std::int64_t>(e));
-      DeviceTensor<std::uint8_t> b(alloc, cpu::MemCategory::kWorkspace, n,
+      DeviceTensor<std::uint8_t> b(alloc, gpt::MemCategory::kWorkspace, n,
                                    n * static_cast<std::int64_t>(e));
-      DeviceTensor<std::uint8_t> c(alloc, cpu::MemCategory::kWorkspace, n,
+      DeviceTensor<std::uint8_t> c(alloc, gpt::MemCategory::kWorkspace, n,
                                    n * static_cast<std::int64_t>(e));
       PT_CUDA_CHECK(cudaMemsetAsync(a.data(), 0, a.bytes(), s));
       PT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, b.bytes(), s));
@@ -90,8 +90,8 @@ int Main(int rank, int world) {
 
   // Kernel bandwidth: a scaled copy (read + write) and LayerNorm (read + write) over 256 MiB.
   const std::int64_t elems = 64 << 20;
-  DeviceTensor<float> x(alloc, cpu::MemCategory::kWorkspace, 1, elems);
-  DeviceTensor<float> y(alloc, cpu::MemCategory::kWorkspace, 1, elems);
+  DeviceTensor<float> x(alloc, gpt::MemCategory::kWorkspace, 1, elems);
+  DeviceTensor<float> y(alloc, gpt::MemCategory::kWorkspace, 1, elems);
   std::vector<float> ones(static_cast<std::size_t>(elems), 1.0f);
   PT_CUDA_CHECK(cudaMemcpyAsync(x.data(), ones.data(), x.bytes(), cudaMemcpyHostToDevice, s));
   double ms = TimeMs(s, [&] { LaunchScaleCopy(x.data(), y.data(), elems, 2.0f, s); });
@@ -100,8 +100,8 @@ int Main(int rank, int world) {
                 2.0 * static_cast<double>(x.bytes()) / (ms * 1e-3) / 1e9);
   }
   const std::int64_t h = 8192, rows = elems / h;
-  DeviceTensor<float> gamma(alloc, cpu::MemCategory::kWorkspace, 1, h);
-  DeviceTensor<float> beta(alloc, cpu::MemCategory::kWorkspace, 1, h);
+  DeviceTensor<float> gamma(alloc, gpt::MemCategory::kWorkspace, 1, h);
+  DeviceTensor<float> beta(alloc, gpt::MemCategory::kWorkspace, 1, h);
   PT_CUDA_CHECK(
       cudaMemcpyAsync(gamma.data(), ones.data(), gamma.bytes(), cudaMemcpyHostToDevice, s));
   PT_CUDA_CHECK(cudaMemsetAsync(beta.data(), 0, beta.bytes(), s));

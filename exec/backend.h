@@ -8,16 +8,63 @@
 // (the data-parallel gradient reduction) follow the same pattern.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "exec/cpu/params.h"
+#include "exec/comm_group.h"
+#include "exec/model/config.h"
+#include "exec/model/params.h"
+#include "job/job.h"
 #include "schedule/action.h"
 #include "schedule/report.h"
+#include "schedule/schedule.h"
 #include "schedule/timeline.h"
 
 namespace pipetwin::exec {
+
+// Everything a backend is built from (RunJob fills it; exec/backend_registry.h makes the
+// backend by name). Backend-neutral: the model is the executor's GPT (exec/model/).
+struct BackendConfig {
+  gpt::ModelConfig model;
+  std::vector<int> layers_per_stage;  // every stage of the pipeline, in model order
+  std::vector<int> stage_to_rank;
+  int pp_rank = 0;
+  int microbatches = 1;
+  int dp = 1;
+  int dp_rank = 0;
+  gpt::TpConfig tp;
+  bool adam = true;
+  float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
+  // ZeRO-1 (dp > 1): gradients reduce-scattered over DP, each rank steps its 1/dp shard of
+  // the parameters with its shard of the optimizer state, then the parameters are
+  // all-gathered. Shards are ceil(params / dp) elements (the last one zero-padded).
+  bool zero1 = false;
+  float learning_rate = 1e-3f;
+  std::uint64_t data_seed = 1;
+  double timeout_s = 300;
+  MPI_Comm pp_comm = MPI_COMM_NULL;
+  MPI_Comm dp_comm = MPI_COMM_NULL;
+  MPI_Comm tp_comm = MPI_COMM_NULL;
+  // Reduced precision: bf16 tensors with fp32 master weights and optimizer state (backends
+  // that compute in float32 only, like the CPU backend, ignore it); false: fp32.
+  bool bf16 = false;
+  const Schedule* schedule = nullptr;  // every rank's program (e.g. the NCCL channel plan)
+  // The resolved job, for a backend's own checks of what it supports (messages name the field).
+  const ResolvedJob* job = nullptr;
+};
+
+// What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the
+// gradients; under ZeRO-1 a copy padded to a multiple of dp, reduce-scattered), and the bytes
+// this rank sends (a ring). Calibration benchmarks exactly this with MPI.
+struct GradReduction {
+  std::size_t elements = 0;
+  bool reduce_scatter = false;
+  std::int64_t bytes_sent = 0;
+};
 
 class Backend {
  public:
@@ -44,14 +91,21 @@ class Backend {
   virtual MemoryBytes PeakMemory() const = 0;
   virtual std::int64_t PeakMemoryTotal() const = 0;
   virtual void ResetPeakMemory() = 0;
-  virtual std::int64_t BytesSent(int group) const = 0;  // 0 pp, 1 dp, 2 tp
+  // Bytes this rank has sent in a communication group since the backend was made.
+  virtual std::int64_t BytesSent(CommGroup group) const = 0;
+  // What REDUCE_GRAD of `stage` does, for calibration's benchmark of it; nothing where the
+  // backend's reduction is not one calibrate can reproduce over MPI (e.g. NCCL on GPUs).
+  virtual std::optional<GradReduction> DescribeReduceGrad(int stage) const {
+    (void)stage;
+    return std::nullopt;
+  }
 
   // Sum of squares of this rank's gradients over all its stages (the optimizer's all-rank
   // gradient-norm synchronisation).
   virtual double GradNormSquared() const = 0;
-  // One stage held by this rank: its parameter layout (exec/cpu/params.h; every backend uses
-  // the CPU chunk's layout) and its gradients as float32 in that layout (reference checks).
-  virtual const cpu::ParamLayout& StageLayout(int stage) const = 0;
+  // One stage held by this rank: its parameter layout (exec/model/params.h; every backend uses
+  // the same layout) and its gradients as float32 in that layout (reference checks).
+  virtual const gpt::ParamLayout& StageLayout(int stage) const = 0;
   virtual std::vector<float> StageGrads(int stage) const = 0;
   // After the engine's RunStep: waits for work the backend still has in flight and may
   // replace the engine's host times of compute events by device times (CUDA).

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "exec/cpu_backend.h"
+#include "exec/backend.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
 #include "models/training.h"
@@ -108,6 +108,16 @@ Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOp
   ro.after_steps = [&](const RunHookContext& ctx) -> Status {
     const int pp_rank = ctx.groups.coord.pp;
     const std::vector<Action>& prog = sched->programs[static_cast<std::size_t>(pp_rank)];
+    // Every rank runs the same backend, so every rank returns here alike (no collective yet).
+    for (int s = 0; s < num_stages; ++s) {
+      if (sched->stage_to_rank[static_cast<std::size_t>(s)] == pp_rank &&
+          !ctx.backend.DescribeReduceGrad(s)) {
+        return Error::Failure(
+            "calibrate needs a backend whose gradient reduction it can "
+            "reproduce over MPI (--backend cpu); --backend " +
+            opts.backend + " has none");
+      }
+    }
     auto at = [&](int s, int f) -> double& {
       return stage[static_cast<std::size_t>(s * kNumFields + f)];
     };
@@ -149,15 +159,15 @@ Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOp
     }
     const std::vector<int> mine = StagesOfRank(*sched, pp_rank);
     if (sends > 0) {
-      const double bytes = static_cast<double>(ctx.backend.BytesSent(0)) /
+      const double bytes = static_cast<double>(ctx.backend.BytesSent(CommGroup::kPp)) /
                            (static_cast<double>(ctx.total_steps) * sends);
       for (int s : mine) at(s, kTransferBytes) = bytes;
     }
 
     // 3. The data-parallel reduction of each stage's gradients, as the backend makes it
-    //    (CpuBackend::DescribeReduceGrad: in place; a reduce-scatter of the padded gradients
-    //    under ZeRO-1), polled as the engine polls (WaitRequest): a nonblocking collective
-    //    progresses only when tested, so a blocking benchmark would time another thing.
+    //    (Backend::DescribeReduceGrad; the CPU backend's: in place; a reduce-scatter of the padded
+    //    gradients under ZeRO-1), polled as the engine polls (WaitRequest): a nonblocking
+    //    collective progresses only when tested, so a blocking benchmark would time another thing.
     int dp = 1;
     PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
     const double timeout_s = job.config.execution.timeout_s;
@@ -167,7 +177,7 @@ Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOp
         at(s, kDpBytes) = 0;
         continue;
       }
-      const CpuBackend::GradReduction red = ctx.backend.DescribeReduceGrad(s);
+      const GradReduction red = *ctx.backend.DescribeReduceGrad(s);
       std::vector<float> g(red.elements, 1.0f);
       std::vector<double> t;
       for (int i = 0; i < reps + 3; ++i) {

@@ -11,8 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "exec/cpu_backend.h"
-#include "exec/cuda/factory.h"
+#include "exec/backend_registry.h"
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
 #include "job/report_builder.h"
@@ -63,7 +62,7 @@ void Barrier(double timeout_s, const char* what) {
   WaitRequest(&req, timeout_s, what);
 }
 
-Expected<cpu::ModelConfig> CpuModel(const JobConfig& job, const models::ModelConfig& m,
+Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelConfig& m,
                                     int micro_batch, std::uint64_t seed) {
   if (m.mlp != models::Mlp::kGelu || m.norm != models::Norm::kLayerNorm ||
       m.position != models::Position::kLearned) {
@@ -79,7 +78,7 @@ Expected<cpu::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
         "model.kv_heads",
         "the CPU backend has no grouped-query attention: kv_heads must equal heads");
   }
-  cpu::ModelConfig c;
+  gpt::ModelConfig c;
   c.layers = m.layers;
   c.hidden = m.hidden;
   c.ffn_hidden = m.ffn_hidden;
@@ -132,55 +131,6 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   return t;
 }
 
-// Worst relative error (‖a − b‖ / ‖b‖ per tensor) of this rank's gradients against a
-// single-process reference of the same model and data; also checks the step's mean loss.
-// `perturb` scales this rank's gradients first (a test hook: 1.0001 must fail the check).
-double ReferenceError(const cpu::ModelConfig& model, const Backend& backend,
-                      const std::vector<int>& stages, int microbatches, int dp,
-                      const cpu::TpConfig& tp, std::uint64_t seed, double measured_loss,
-                      float perturb) {
-  cpu::Accountant acc;
-  cpu::Chunk ref(
-      model,
-      cpu::ChunkSpec{.first_layer = 0, .num_layers = model.layers, .first = true, .last = true},
-      cpu::TpConfig{}, acc);
-  ref.set_loss_scale(1.0f / static_cast<float>(microbatches * dp));
-  cpu::SyntheticData data({.vocab = model.vocab,
-                           .seq_len = model.seq_len,
-                           .micro_batch = model.micro_batch,
-                           .seed = seed,
-                           .noise = 0.0f});
-  std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
-  double loss = 0;
-  for (int mb = 0; mb < microbatches * dp; ++mb) {
-    data.Fill(0, mb, tokens, labels);
-    loss += static_cast<double>(ref.Forward(mb, {.tokens = tokens, .labels = labels}));
-    ref.Backward(mb, {}, {});
-  }
-  loss /= microbatches * dp;
-  double worst = std::abs(measured_loss - loss) / std::max(std::abs(loss), 1e-30);
-  for (int s : stages) {
-    const cpu::ParamLayout& layout = backend.StageLayout(s);
-    std::vector<float> grads = backend.StageGrads(s);
-    for (float& g : grads) g *= perturb;
-    std::vector<float> shard;
-    for (const cpu::ParamInfo& p : layout.params) {
-      const cpu::ParamInfo& rp = ref.layout().Find(p.name);
-      shard.assign(static_cast<std::size_t>(p.size()), 0.0f);
-      cpu::ShardFromFull(p, tp, ref.grads().data() + rp.offset, shard.data());
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < shard.size(); ++i) {
-        const double a = static_cast<double>(grads[p.offset + i]);
-        const double b = static_cast<double>(shard[i]);
-        diff += (a - b) * (a - b);
-        norm += b * b;
-      }
-      worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-    }
-  }
-  return worst;
-}
-
 }  // namespace
 
 Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
@@ -191,8 +141,10 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
                           "(a calibration step before each measured step), got " +
                           std::to_string(exe->steps));
   }
-  if (opts.backend != "cpu" && opts.backend != "cuda") {
-    return Error::BadInput("--backend: must be cpu or cuda, got '" + opts.backend + "'");
+  if (!BackendRegistered(opts.backend)) {
+    std::string known;
+    for (const std::string& n : RegisteredBackends()) known += (known.empty() ? "" : " or ") + n;
+    return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
   }
   const ParallelConfig& par = cfg.parallel;
   if (par.cp > 1) {
@@ -220,23 +172,6 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   const int micro_batch = training.micro_batch;
   const bool adam = training.optimizer == models::Optimizer::kAdam;
   const float momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
-  if (opts.backend == "cuda") {
-    // What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention.
-    if (training.precision == models::Precision::kFp16) {
-      return cfg.source.At(
-          "training.precision",
-          "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
-    }
-    if (training.recompute != models::Recompute::kNone) {
-      return cfg.source.At(
-          "training.recompute",
-          "the CUDA backend keeps every activation: use recompute: none with `run`");
-    }
-    if (training.flash_attention) {
-      return cfg.source.At("training.flash_attention",
-                           "the CUDA backend's attention is unfused: use flash_attention: false");
-    }
-  }
   const int* m = &job.microbatches;
   auto cpu_model = CpuModel(cfg, *model, micro_batch, exe->seed);
   if (!cpu_model) return cpu_model.error();
@@ -247,7 +182,7 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   const models::RankLayout layout(par, cfg.cluster.rank_order);
   auto groups = Groups::Split(layout);
   const models::RankCoord me = groups->coord;
-  CpuBackendConfig bc;
+  BackendConfig bc;
   bc.model = *cpu_model;
   bc.layers_per_stage = *layers;
   bc.stage_to_rank = sched->stage_to_rank;
@@ -255,8 +190,8 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   bc.microbatches = *m;
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
-  bc.tp = cpu::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  if (auto why = cpu::Validate(bc.model, cpu::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
+  bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
+  if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
     return cfg.source.At("model", *why);
   }
   bc.adam = adam;
@@ -268,19 +203,12 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   bc.pp_comm = groups->pp;
   bc.dp_comm = groups->dp;
   bc.tp_comm = groups->tp;
-  std::unique_ptr<Backend> backend_owner;
-  if (opts.backend == "cuda") {
-    if (par.zero > 0) {
-      return cfg.source.At("parallel.zero",
-                           "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
-    }
-    auto made = MakeCudaBackend(
-        {.base = bc, .bf16 = training.precision != models::Precision::kFp32, .schedule = sched});
-    if (!made) return made.error();
-    backend_owner = std::move(*made);
-  } else {
-    backend_owner = std::make_unique<CpuBackend>(bc);
-  }
+  bc.bf16 = training.precision != models::Precision::kFp32;
+  bc.schedule = sched;
+  bc.job = &job;
+  auto made = MakeBackend(opts.backend, bc);
+  if (!made) return made.error();
+  std::unique_ptr<Backend> backend_owner = std::move(*made);
   Backend& backend = *backend_owner;
 
   EngineOptions eo;
@@ -339,9 +267,9 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
       // Test hook: gradients off by 1e-4 must fail the reference check.
       const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
       const float perturb = p != nullptr && std::atoi(p) == WorldRank() ? 1.0001f : 1.0f;
-      const double err = ReferenceError(*cpu_model, backend, my_stages, *m, par.dp, bc.tp,
-                                        exe->seed, loss, perturb);
-      res.max_relative_error = AllReduceMax(err, exe->timeout_s, "reference check");
+      auto err = ReferenceError(bc, backend, my_stages, loss, perturb);
+      if (!err) return err.error();
+      res.max_relative_error = AllReduceMax(*err, exe->timeout_s, "reference check");
     }
     if (opts.interleave_calibration && step >= exe->warmup && (step - exe->warmup) % 2 == 0) {
       calibration.push_back(std::move(events));
@@ -355,12 +283,8 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   const std::vector<TimelineEvent>& mine = measured[median];
   res.timeline = GatherTimeline(mine, world, exe->timeout_s);
   if (opts.after_steps) {
-    auto* cpu_backend = dynamic_cast<CpuBackend*>(&backend);
-    if (cpu_backend == nullptr) {
-      return Error::Failure("this command needs the CPU backend's chunks (--backend cpu)");
-    }
     const auto& shown = opts.interleave_calibration ? calibration : measured;
-    if (Status st = opts.after_steps({shown, *cpu_backend, *groups, total_steps}); !st) {
+    if (Status st = opts.after_steps({shown, backend, *groups, total_steps}); !st) {
       return st.error();
     }
   }
@@ -378,10 +302,10 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
                                mem.optimizer,
                                mem.activations,
                                mem.comm_buffers,
-                               backend.BytesSent(0) / total_steps,
-                               backend.BytesSent(1) / total_steps,
-                               backend.BytesSent(2) / total_steps,
-                               0};
+                               backend.BytesSent(CommGroup::kPp) / total_steps,
+                               backend.BytesSent(CommGroup::kDp) / total_steps,
+                               backend.BytesSent(CommGroup::kTp) / total_steps,
+                               backend.BytesSent(CommGroup::kCp) / total_steps};
   std::vector<std::int64_t> rows(static_cast<std::size_t>(kFields * world));
   MPI_Request req;
   PT_MPI_CHECK(MPI_Igather(row, kFields, MPI_INT64_T, rows.data(), kFields, MPI_INT64_T, 0,

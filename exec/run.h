@@ -5,7 +5,11 @@
 // (Megatron order: TP innermost, then CP, DP, PP), runs `warmup` + `steps` training steps and
 // reports the measured step in the simulator's report schema. Rank 0 holds the result.
 //
+// The backend is made by name from the registry (exec/backend_registry.h): the program
+// registers the backends it links before calling RunJob.
+//
 //   MPI_Init(...);
+//   cpu::RegisterCpuBackend();   // exec/cpu/register.h
 //   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
 #pragma once
 
@@ -19,7 +23,7 @@
 
 namespace pipetwin::exec {
 
-class CpuBackend;
+class Backend;
 struct Groups;
 
 // What RunJob shows a hook after its measured steps, on every rank (calibrate uses it).
@@ -27,7 +31,7 @@ struct RunHookContext {
   // This rank's events of every measured step (of every calibration step with
   // RunOptions::interleave_calibration).
   const std::vector<std::vector<TimelineEvent>>& steps;
-  CpuBackend& backend;
+  Backend& backend;
   const Groups& groups;
   int total_steps = 0;  // warm-up included (the backend's byte counters cover them all)
 };

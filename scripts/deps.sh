@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pipetwin builds with, where they are missing.
 # The CUDA toolkit (nvcc, cuBLAS, NCCL) is not a Debian package here: when it is present the
-# CUDA backend builds too, and without it the build goes on with a stub backend.
+# CUDA backend builds too (the program pipetwin-cuda), and without it the build goes on without it.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libopenmpi-dev openmpi-bin
       nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
-      python3-matplotlib)
+      python3-matplotlib time)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,7 @@
 
 #include <cassert>
 
-#include "exec/cpu/params.h"
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 

@@ -25,8 +25,8 @@
 #include <cstdint>
 
 #include "exec/cpu/collectives.h"
-#include "exec/cpu/config.h"
 #include "exec/cpu/layers.h"
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "exec/cpu/block.h"
-#include "exec/cpu/params.h"
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 

@@ -12,7 +12,7 @@
 
 #include <cstddef>
 
-#include "exec/cpu/config.h"
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/cpu/params.h"
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 

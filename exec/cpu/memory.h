@@ -1,9 +1,6 @@
-// memory.h — counted memory for the CPU backend: every byte the layers keep has a category.
-//
-// An Accountant tallies bytes by category (params, grads, optimizer state, saved activations,
-// communication buffers, transient workspace) and remembers each category's peak and the peak
-// of their sum. A Buffer<T> owns a 64-byte-aligned array and registers its bytes with an
-// Accountant for as long as it lives; Eigen sees it through a row-major Map.
+// memory.h — the CPU backend's counted host buffers: a Buffer<T> owns a 64-byte-aligned array
+// and registers its bytes with an Accountant (exec/model/memory.h) for as long as it lives;
+// Eigen sees it through a row-major Map.
 //
 //   Accountant acc;
 //   Tensor x(acc, MemCategory::kWorkspace, /*rows=*/8, /*cols=*/16);   // zero-filled
@@ -13,69 +10,28 @@
 //   assert(acc.current(MemCategory::kActivations) == 8 * 16 * sizeof(float));
 //
 // Counted bytes are exactly rows * cols * sizeof(T) (alignment padding is not counted).
-// An Accountant is not thread-safe: use one per rank (per thread in the in-process tests).
 #pragma once
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <new>
 #include <span>
-#include <string_view>
+#include <type_traits>
 #include <utility>
+
+#include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 
-using Index = Eigen::Index;
+static_assert(std::is_same_v<Index, Eigen::Index>, "gpt::Index must be Eigen's index type");
 
 template <class T>
 using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatMap = Eigen::Map<RowMatrix<float>>;
 using ConstMatMap = Eigen::Map<const RowMatrix<float>>;
-
-enum class MemCategory : std::uint8_t {
-  kParams,
-  kGrads,
-  kOptimizer,
-  kActivations,  // tensors saved between F, I and W of a microbatch
-  kComm,         // communication buffers (the engine's)
-  kWorkspace,    // transient tensors that live inside one action
-  kSending,      // a sent buffer the transport still holds (released when the send completes)
-};
-inline constexpr std::size_t kNumMemCategories = 7;
-
-std::string_view ToString(MemCategory c);
-
-class Accountant {
- public:
-  void Add(MemCategory c, std::size_t bytes);
-  void Remove(MemCategory c, std::size_t bytes);
-
-  std::size_t current(MemCategory c) const { return current_[Slot(c)]; }
-  std::size_t peak(MemCategory c) const { return peak_[Slot(c)]; }
-  std::size_t current_total() const { return total_; }
-  std::size_t peak_total() const { return peak_total_; }
-  // Peak of params + grads + optimizer + activations + comm: the categories whose lifetime
-  // follows the program order alone (workspace and buffers being sent depend on timing).
-  std::size_t peak_accounted() const { return peak_accounted_; }
-  // Sets every peak to the current value (e.g. at the start of a measured step).
-  void ResetPeaks();
-
- private:
-  static std::size_t Slot(MemCategory c) { return static_cast<std::size_t>(c); }
-  std::array<std::size_t, kNumMemCategories> current_{};
-  std::array<std::size_t, kNumMemCategories> peak_{};
-  std::size_t total_ = 0;
-  std::size_t peak_total_ = 0;
-  std::size_t accounted_ = 0;
-  std::size_t peak_accounted_ = 0;
-  static bool Accounted(MemCategory c) {
-    return c != MemCategory::kWorkspace && c != MemCategory::kSending;
-  }
-};
 
 // An owning, accounted, zero-initialised 2-D array (row-major). Move-only.
 template <class T>

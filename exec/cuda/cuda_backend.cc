@@ -7,11 +7,13 @@
 #include <tuple>
 #include <vector>
 
-#include "exec/cpu/data.h"
+#include "exec/backend_registry.h"
 #include "exec/cuda/check.h"
 #include "exec/cuda/cuda_chunk.h"
 #include "exec/cuda/nccl_comms.h"
 #include "exec/cuda/p2p_plan.h"
+#include "exec/model/data.h"
+#include "models/training.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -54,7 +56,7 @@ template <class T>
 class CudaBackend final : public CudaBackendBase {
  public:
   using DT = DeviceTensor<T>;
-  explicit CudaBackend(const CudaBackendConfig& cfg);
+  explicit CudaBackend(const BackendConfig& cfg);
   ~CudaBackend() override;
 
   void BeginStep(std::int64_t step) override;
@@ -71,9 +73,9 @@ class CudaBackend final : public CudaBackendBase {
     return static_cast<std::int64_t>(acc_.peak_total());
   }
   void ResetPeakMemory() override { alloc_->ResetPeaks(); }
-  std::int64_t BytesSent(int group) const override;
+  std::int64_t BytesSent(CommGroup group) const override;
   double GradNormSquared() const override;
-  const cpu::ParamLayout& StageLayout(int stage) const override { return chunk(stage).layout(); }
+  const gpt::ParamLayout& StageLayout(int stage) const override { return chunk(stage).layout(); }
   std::vector<float> StageGrads(int stage) const override { return chunk(stage).DownloadGrads(); }
   void FinishStep(std::vector<TimelineEvent>& events) override;
   std::int64_t driver_bytes_at_peak() const override { return alloc_->driver_bytes_at_peak(); }
@@ -87,8 +89,8 @@ class CudaBackend final : public CudaBackendBase {
   bool Local(int stage) const;
   void PostChannelRecvs(int channel, int up_to);
 
-  CudaBackendConfig cfg_;
-  cpu::Accountant acc_;
+  BackendConfig cfg_;
+  gpt::Accountant acc_;
   cudaStream_t compute_ = nullptr, tp_stream_ = nullptr, dp_stream_ = nullptr;
   std::vector<cudaStream_t> channel_streams_;
   std::unique_ptr<cuda::DeviceAllocator> alloc_;
@@ -114,7 +116,7 @@ class CudaBackend final : public CudaBackendBase {
   cudaEvent_t step_start_ = nullptr;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timing_;
   std::size_t timing_used_ = 0;
-  cpu::SyntheticData data_;
+  gpt::SyntheticData data_;
   std::vector<std::int32_t> tokens_, labels_;
   std::int64_t step_ = 0;
   double step_loss_ = 0;
@@ -123,15 +125,15 @@ class CudaBackend final : public CudaBackendBase {
 };
 
 template <class T>
-CudaBackend<T>::CudaBackend(const CudaBackendConfig& cfg)
+CudaBackend<T>::CudaBackend(const BackendConfig& cfg)
     : cfg_(cfg),
       plan_(cuda::P2pPlan::Build(*cfg.schedule)),
-      data_({.vocab = cfg.base.model.vocab,
-             .seq_len = cfg.base.model.seq_len,
-             .micro_batch = cfg.base.model.micro_batch,
-             .seed = cfg.base.data_seed,
+      data_({.vocab = cfg.model.vocab,
+             .seq_len = cfg.model.seq_len,
+             .micro_batch = cfg.model.micro_batch,
+             .seed = cfg.data_seed,
              .noise = 0.0f}) {
-  const CpuBackendConfig& b = cfg_.base;
+  const BackendConfig& b = cfg_;
   PT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   PT_CUDA_CHECK(cudaStreamCreateWithFlags(&tp_stream_, cudaStreamNonBlocking));
   PT_CUDA_CHECK(cudaStreamCreateWithFlags(&dp_stream_, cudaStreamNonBlocking));
@@ -153,7 +155,7 @@ CudaBackend<T>::CudaBackend(const CudaBackendConfig& cfg)
   for (int s = 0; s < stages; ++s) {
     const int n = b.layers_per_stage[static_cast<std::size_t>(s)];
     if (Local(s)) {
-      cpu::ChunkSpec spec{
+      gpt::ChunkSpec spec{
           .first_layer = first_layer, .num_layers = n, .first = s == 0, .last = s == stages - 1};
       typename CudaChunk<T>::OptimizerConfig opt;
       opt.adam = b.adam;
@@ -164,8 +166,8 @@ CudaBackend<T>::CudaBackend(const CudaBackendConfig& cfg)
     }
     first_layer += n;
   }
-  loss_dev_ = DeviceTensor<float>(*alloc_, cpu::MemCategory::kWorkspace, 1, 1);
-  norm_dev_ = DeviceTensor<double>(*alloc_, cpu::MemCategory::kWorkspace, 1, 1);
+  loss_dev_ = DeviceTensor<float>(*alloc_, gpt::MemCategory::kWorkspace, 1, 1);
+  norm_dev_ = DeviceTensor<double>(*alloc_, gpt::MemCategory::kWorkspace, 1, 1);
   PT_CUDA_CHECK(cudaMallocHost(&loss_host_, sizeof(float)));
   PT_CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
   step_start_ = NewEvent(true);
@@ -197,9 +199,9 @@ CudaBackend<T>::~CudaBackend() {
 
 template <class T>
 bool CudaBackend<T>::Local(int stage) const {
-  const int last = static_cast<int>(cfg_.base.layers_per_stage.size()) - 1;
+  const int last = static_cast<int>(cfg_.layers_per_stage.size()) - 1;
   return stage >= 0 && stage <= last &&
-         cfg_.base.stage_to_rank[static_cast<std::size_t>(stage)] == cfg_.base.pp_rank;
+         cfg_.stage_to_rank[static_cast<std::size_t>(stage)] == cfg_.pp_rank;
 }
 
 template <class T>
@@ -215,7 +217,7 @@ template <class T>
 typename CudaBackend<T>::DT& CudaBackend<T>::NewBuffer(Key k) {
   const CudaChunk<T>& c = chunk(std::get<1>(k));
   auto [it, inserted] = buffers_.try_emplace(
-      k, DT(*alloc_, cpu::MemCategory::kComm, c.activation_rows(), c.hidden()));
+      k, DT(*alloc_, gpt::MemCategory::kComm, c.activation_rows(), c.hidden()));
   if (!inserted) throw std::logic_error("buffer allocated twice");
   return it->second;
 }
@@ -250,13 +252,12 @@ template <class T>
 void CudaBackend<T>::Compute(const Action& a) {
   const int s = a.stage;
   const int mb = a.microbatch;
-  const int last = static_cast<int>(cfg_.base.layers_per_stage.size()) - 1;
+  const int last = static_cast<int>(cfg_.layers_per_stage.size()) - 1;
   CudaChunk<T>& c = chunk(s);
   if (timing_used_ == timing_.size()) timing_.emplace_back(NewEvent(true), NewEvent(true));
   auto& [ev_start, ev_end] = timing_[timing_used_++];
   PT_CUDA_CHECK(cudaEventRecord(ev_start, compute_));
-  const std::int64_t global_mb =
-      static_cast<std::int64_t>(cfg_.base.dp_rank) * cfg_.base.microbatches + mb;
+  const std::int64_t global_mb = static_cast<std::int64_t>(cfg_.dp_rank) * cfg_.microbatches + mb;
   switch (a.kind) {
     case ActionKind::kForward: {
       if (s == 0 || s == last) data_.Fill(step_, global_mb, tokens_, labels_);
@@ -281,7 +282,7 @@ void CudaBackend<T>::Compute(const Action& a) {
       c.BackwardWeight(mb);
       break;
     case ActionKind::kOptimizer:
-      if (cfg_.base.tp.sequence_parallel && !sp_synced_[s]) {
+      if (cfg_.tp.sequence_parallel && !sp_synced_[s]) {
         c.SyncSequenceParallelGrads();
         sp_synced_[s] = true;
       }
@@ -398,7 +399,7 @@ bool CudaBackend<T>::TestSends() {
 template <class T>
 void CudaBackend<T>::StartReduceGrad(int stage) {
   CudaChunk<T>& c = chunk(stage);
-  if (cfg_.base.tp.sequence_parallel && !sp_synced_[stage]) {
+  if (cfg_.tp.sequence_parallel && !sp_synced_[stage]) {
     c.SyncSequenceParallelGrads();
     sp_synced_[stage] = true;
   }
@@ -413,7 +414,7 @@ void CudaBackend<T>::StartReduceGrad(int stage) {
     PT_CUDA_CHECK(cudaEventDestroy(it->second));
   }
   reduce_done_[stage] = done;
-  const double d = cfg_.base.dp;
+  const double d = cfg_.dp;
   bytes_dp_ += static_cast<std::int64_t>(2.0 * (d - 1) / d * static_cast<double>(n * sizeof(T)));
 }
 
@@ -449,7 +450,7 @@ double CudaBackend<T>::GradNormSquared() const {
 
 template <class T>
 void CudaBackend<T>::FinishStep(std::vector<TimelineEvent>& events) {
-  const CpuBackendConfig& b = cfg_.base;
+  const BackendConfig& b = cfg_;
   if (b.tp.size > 1 && b.tp.sequence_parallel && comms_->tp() != nullptr) {
     // Under SP each TP rank holds its rows' share of the loss.
     PT_NCCL_CHECK(ncclAllReduce(loss_dev_.data(), loss_dev_.data(), 1, ncclFloat32, ncclSum,
@@ -482,39 +483,69 @@ void CudaBackend<T>::FinishStep(std::vector<TimelineEvent>& events) {
 template <class T>
 MemoryBytes CudaBackend<T>::PeakMemory() const {
   MemoryBytes m;
-  auto peak = [&](cpu::MemCategory c) { return static_cast<std::int64_t>(acc_.peak(c)); };
-  m.params = peak(cpu::MemCategory::kParams);
-  m.grads = peak(cpu::MemCategory::kGrads);
-  m.optimizer = peak(cpu::MemCategory::kOptimizer);
-  m.activations = peak(cpu::MemCategory::kActivations);
-  m.comm_buffers = peak(cpu::MemCategory::kComm);
+  auto peak = [&](gpt::MemCategory c) { return static_cast<std::int64_t>(acc_.peak(c)); };
+  m.params = peak(gpt::MemCategory::kParams);
+  m.grads = peak(gpt::MemCategory::kGrads);
+  m.optimizer = peak(gpt::MemCategory::kOptimizer);
+  m.activations = peak(gpt::MemCategory::kActivations);
+  m.comm_buffers = peak(gpt::MemCategory::kComm);
   return m;
 }
 
 template <class T>
-std::int64_t CudaBackend<T>::BytesSent(int group) const {
+std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
   switch (group) {
-    case 0:
+    case CommGroup::kPp:
       return bytes_pp_;
-    case 1:
+    case CommGroup::kDp:
       return bytes_dp_;
-    case 2:
+    case CommGroup::kTp:
       return ctx_.tp_bytes;
-    default:
+    case CommGroup::kCp:
       return 0;
   }
+  return 0;
 }
 
 }  // namespace
 
-bool CudaBackendCompiled() { return true; }
+// What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention, no ZeRO.
+Status CheckCudaJob(const ResolvedJob& job) {
+  const JobConfig& c = job.config;
+  if (c.parallel.zero > 0) {
+    return c.source.At("parallel.zero",
+                       "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
+  }
+  const models::TrainingConfig& t = c.training;
+  if (t.precision == models::Precision::kFp16) {
+    return c.source.At("training.precision",
+                       "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
+  }
+  if (t.recompute != models::Recompute::kNone) {
+    return c.source.At("training.recompute",
+                       "the CUDA backend keeps every activation: use recompute: none with `run`");
+  }
+  if (t.flash_attention) {
+    return c.source.At("training.flash_attention",
+                       "the CUDA backend's attention is unfused: use flash_attention: false");
+  }
+  return OkStatus();
+}
+
+void RegisterCudaBackend() { RegisterBackend("cuda", MakeCudaBackend); }
 
 std::int64_t CudaDriverBytesAtPeak(const Backend& b) {
   const auto* c = dynamic_cast<const CudaBackendBase*>(&b);
   return c == nullptr ? -1 : c->driver_bytes_at_peak();
 }
 
-Expected<std::unique_ptr<Backend>> MakeCudaBackend(const CudaBackendConfig& cfg) {
+Expected<std::unique_ptr<Backend>> MakeCudaBackend(const BackendConfig& cfg) {
+  if (cfg.job != nullptr) {
+    if (Status st = CheckCudaJob(*cfg.job); !st) return st.error();
+  }
+  if (cfg.zero1) {
+    return Error::BadInput("ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");
+  }
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0) {

@@ -10,7 +10,7 @@
 
 namespace pipetwin::cuda {
 
-using cpu::MemCategory;
+using gpt::MemCategory;
 using I64 = std::int64_t;
 
 template <class T>
@@ -56,14 +56,14 @@ enum TpKind { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
 }  // namespace
 
 template <class T>
-CudaChunk<T>::CudaChunk(const cpu::ModelConfig& model, const cpu::ChunkSpec& spec,
-                        const cpu::TpConfig& tp, DeviceContext& ctx, const OptimizerConfig& opt)
+CudaChunk<T>::CudaChunk(const gpt::ModelConfig& model, const gpt::ChunkSpec& spec,
+                        const gpt::TpConfig& tp, DeviceContext& ctx, const OptimizerConfig& opt)
     : model_(model), spec_(spec), tp_(tp), ctx_(&ctx), opt_(opt) {
-  if (auto err = cpu::Validate(model, spec, tp)) throw std::invalid_argument(*err);
+  if (auto err = gpt::Validate(model, spec, tp)) throw std::invalid_argument(*err);
   if (tp.size > 1 && ctx.tp_comm == nullptr) {
     throw std::invalid_argument("cuda chunk: tp > 1 needs the TP communicator");
   }
-  dims_ = cpu::MakeLocalDims(model, tp);
+  dims_ = gpt::MakeLocalDims(model, tp);
   layout_ = ChunkParamLayout(model, spec, tp);
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
     auto off = [&](const char* w) { return layout_.Find(BlockParamName(l, w)).offset; };
@@ -75,10 +75,10 @@ CudaChunk<T>::CudaChunk(const cpu::ModelConfig& model, const cpu::ChunkSpec& spe
   DeviceAllocator& a = *ctx.alloc;
   params_ = DT(a, MemCategory::kParams, 1, n);
   grads_ = DT(a, MemCategory::kGrads, 1, n);
-  // Initial values: exactly the CPU's (cpu::InitParam), uploaded in float32.
+  // Initial values: exactly the CPU's (gpt::InitParam), uploaded in float32.
   std::vector<float> host(static_cast<std::size_t>(n));
-  for (const cpu::ParamInfo& p : layout_.params) {
-    cpu::InitParam(p, tp, model, host.data() + p.offset);
+  for (const gpt::ParamInfo& p : layout_.params) {
+    gpt::InitParam(p, tp, model, host.data() + p.offset);
   }
   DeviceTensor<float> staging(a, MemCategory::kWorkspace, 1, n);
   PT_CUDA_CHECK(cudaMemcpyAsync(staging.data(), host.data(), staging.bytes(),
@@ -357,8 +357,8 @@ void CudaChunk<T>::Forward(I64 mb, std::span<const std::int32_t> tokens,
   DT x = New(R, h);
   if (spec_.first) {
     upload(tokens, &state->tokens);
-    const cpu::ParamInfo& tok = layout_.Find("embed.tok");
-    const cpu::ParamInfo& pos = layout_.Find("embed.pos");
+    const gpt::ParamInfo& tok = layout_.Find("embed.tok");
+    const gpt::ParamInfo& pos = layout_.Find("embed.pos");
     LaunchEmbeddingForward<T>(state->tokens.data(), P(tok.offset), P(pos.offset), x.data(), R,
                               dims_.row_begin, dims_.batch, dims_.seq, h, st);
   } else {
@@ -369,9 +369,9 @@ void CudaChunk<T>::Forward(I64 mb, std::span<const std::int32_t> tokens,
   }
   if (spec_.last) {
     upload(labels, &state->labels);
-    const cpu::ParamInfo& g = layout_.Find("head.ln_g");
-    const cpu::ParamInfo& b = layout_.Find("head.ln_b");
-    const cpu::ParamInfo& w = layout_.Find("head.out_w");
+    const gpt::ParamInfo& g = layout_.Find("head.ln_g");
+    const gpt::ParamInfo& b = layout_.Find("head.ln_b");
+    const gpt::ParamInfo& w = layout_.Find("head.out_w");
     state->head_y = DT(*ctx_->alloc, MemCategory::kActivations, R, h);
     LaunchLayerNormForward<T>(x.data(), P(g.offset), P(b.offset), state->head_y.data(), R, h,
                               model_.layernorm_eps, st);
@@ -400,9 +400,9 @@ void CudaChunk<T>::BackwardInput(I64 mb, const T* grad_output, T* grad_input) {
   cudaStream_t st = ctx_->compute;
   DT g = New(R, h);
   if (spec_.last) {
-    const cpu::ParamInfo& lg = layout_.Find("head.ln_g");
-    const cpu::ParamInfo& lb = layout_.Find("head.ln_b");
-    const cpu::ParamInfo& w = layout_.Find("head.out_w");
+    const gpt::ParamInfo& lg = layout_.Find("head.ln_g");
+    const gpt::ParamInfo& lb = layout_.Find("head.ln_b");
+    const gpt::ParamInfo& w = layout_.Find("head.out_w");
     const auto grad_scale =
         static_cast<float>(static_cast<double>(loss_scale_) / static_cast<double>(dims_.tokens));
     s.dlogits = DT(*ctx_->alloc, MemCategory::kActivations, R, v);
@@ -439,13 +439,13 @@ void CudaChunk<T>::BackwardWeight(I64 mb) {
   }
   State& s = *it->second;
   if (spec_.last) {
-    const cpu::ParamInfo& w = layout_.Find("head.out_w");
+    const gpt::ParamInfo& w = layout_.Find("head.out_w");
     LinearWeight(s.head_y, s.dlogits, w.offset, std::size_t(-1), 0, 0);
   }
   for (std::size_t i = blocks_.size(); i-- > 0;) BlockBackwardWeight(blocks_[i], &s.blocks[i]);
   if (spec_.first) {
-    const cpu::ParamInfo& tok = layout_.Find("embed.tok");
-    const cpu::ParamInfo& pos = layout_.Find("embed.pos");
+    const gpt::ParamInfo& tok = layout_.Find("embed.tok");
+    const gpt::ParamInfo& pos = layout_.Find("embed.pos");
     LaunchEmbeddingBackward<T>(s.tokens.data(), s.embed_dy.data(), G(tok.offset), G(pos.offset),
                                dims_.rows, dims_.row_begin, dims_.batch, dims_.seq, dims_.hidden,
                                ctx_->compute);

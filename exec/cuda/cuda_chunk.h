@@ -25,9 +25,9 @@
 #include <span>
 #include <vector>
 
-#include "exec/cpu/config.h"
-#include "exec/cpu/params.h"
 #include "exec/cuda/device.h"
+#include "exec/model/config.h"
+#include "exec/model/params.h"
 
 namespace pipetwin::cuda {
 
@@ -51,7 +51,7 @@ class CudaChunk {
     float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   };
 
-  CudaChunk(const cpu::ModelConfig& model, const cpu::ChunkSpec& spec, const cpu::TpConfig& tp,
+  CudaChunk(const gpt::ModelConfig& model, const gpt::ChunkSpec& spec, const gpt::TpConfig& tp,
             DeviceContext& ctx, const OptimizerConfig& opt);
   ~CudaChunk();
   CudaChunk(const CudaChunk&) = delete;
@@ -72,7 +72,7 @@ class CudaChunk {
 
   T* grads() { return grads_.data(); }
   std::int64_t num_params() const { return static_cast<std::int64_t>(layout_.total); }
-  const cpu::ParamLayout& layout() const { return layout_; }
+  const gpt::ParamLayout& layout() const { return layout_; }
   std::vector<float> DownloadGrads() const;
   std::int64_t activation_rows() const { return dims_.rows; }
   std::int64_t hidden() const { return dims_.hidden; }
@@ -98,13 +98,13 @@ class CudaChunk {
   void BlockBackwardWeight(const BlockOffsets& o, BlockSaved* s);
   void TpCollective(int kind, const T* in, T* out, std::size_t count);
 
-  cpu::ModelConfig model_;
-  cpu::ChunkSpec spec_;
-  cpu::TpConfig tp_;
-  cpu::LocalDims dims_;
+  gpt::ModelConfig model_;
+  gpt::ChunkSpec spec_;
+  gpt::TpConfig tp_;
+  gpt::LocalDims dims_;
   DeviceContext* ctx_;
   OptimizerConfig opt_;
-  cpu::ParamLayout layout_;
+  gpt::ParamLayout layout_;
   std::vector<BlockOffsets> blocks_;
   DT params_, grads_;
   DeviceTensor<float> master_, adam_m_, adam_v_;

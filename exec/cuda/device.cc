@@ -6,7 +6,7 @@
 
 namespace pipetwin::cuda {
 
-DeviceAllocator::DeviceAllocator(cudaStream_t stream, cpu::Accountant& acc)
+DeviceAllocator::DeviceAllocator(cudaStream_t stream, gpt::Accountant& acc)
     : stream_(stream), acc_(&acc) {
   int device = 0;
   PT_CUDA_CHECK(cudaGetDevice(&device));
@@ -20,7 +20,7 @@ DeviceAllocator::DeviceAllocator(cudaStream_t stream, cpu::Accountant& acc)
   baseline_free_ = static_cast<std::int64_t>(free_b);
 }
 
-void* DeviceAllocator::Allocate(cpu::MemCategory c, std::size_t bytes) {
+void* DeviceAllocator::Allocate(gpt::MemCategory c, std::size_t bytes) {
   void* p = nullptr;
   PT_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream_));
   const std::size_t before = acc_->peak_total();
@@ -29,12 +29,12 @@ void* DeviceAllocator::Allocate(cpu::MemCategory c, std::size_t bytes) {
   return p;
 }
 
-void DeviceAllocator::Free(void* p, cpu::MemCategory c, std::size_t bytes) {
+void DeviceAllocator::Free(void* p, gpt::MemCategory c, std::size_t bytes) {
   acc_->Remove(c, bytes);
   if (!abandoned_) PT_CUDA_CHECK(cudaFreeAsync(p, stream_));
 }
 
-void DeviceAllocator::Recategorize(cpu::MemCategory from, cpu::MemCategory to, std::size_t bytes) {
+void DeviceAllocator::Recategorize(gpt::MemCategory from, gpt::MemCategory to, std::size_t bytes) {
   acc_->Remove(from, bytes);
   const std::size_t before = acc_->peak_total();
   acc_->Add(to, bytes);
@@ -69,7 +69,7 @@ Gemm::Gemm(cudaStream_t stream, DeviceAllocator& alloc) : alloc_(&alloc) {
   PT_CUBLAS_CHECK(cublasCreate(&handle_));
   PT_CUBLAS_CHECK(cublasSetStream(handle_, stream));
   // 32 MiB, as NVIDIA recommends for Hopper; counted as workspace.
-  workspace_ = DeviceTensor<std::uint8_t>(alloc, cpu::MemCategory::kWorkspace, 1, 32 << 20);
+  workspace_ = DeviceTensor<std::uint8_t>(alloc, gpt::MemCategory::kWorkspace, 1, 32 << 20);
   PT_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.data(), workspace_.bytes()));
   PT_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
 }

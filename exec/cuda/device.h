@@ -3,12 +3,12 @@
 //
 // Every device byte the backend keeps is allocated through a DeviceAllocator, stream-ordered
 // (cudaMallocAsync / cudaFreeAsync on the compute stream, so freeing never synchronises the
-// device), and counted by category in a cpu::Accountant — the same categories and rules as the
+// device), and counted by category in a gpt::Accountant — the same categories and rules as the
 // CPU backend. At every new accounted peak the allocator also samples cudaMemGetInfo, so the
 // report's accounting can be cross-checked against what the driver says is in use.
 //
 //   DeviceAllocator alloc(stream, acc);
-//   DeviceTensor<__nv_bfloat16> x(alloc, cpu::MemCategory::kActivations, rows, cols);
+//   DeviceTensor<__nv_bfloat16> x(alloc, gpt::MemCategory::kActivations, rows, cols);
 //   Gemm gemm(stream, alloc);
 //   gemm.Run(RowMajorGemm{...}, DType::kBf16, a, b, DType::kBf16, c);
 #pragma once
@@ -20,19 +20,19 @@
 #include <cstdint>
 #include <utility>
 
-#include "exec/cpu/memory.h"
 #include "exec/cuda/check.h"
 #include "exec/cuda/gemm_plan.h"
+#include "exec/model/memory.h"
 
 namespace pipetwin::cuda {
 
 class DeviceAllocator {
  public:
-  DeviceAllocator(cudaStream_t stream, cpu::Accountant& acc);
-  void* Allocate(cpu::MemCategory c, std::size_t bytes);
-  void Free(void* p, cpu::MemCategory c, std::size_t bytes);
-  void Recategorize(cpu::MemCategory from, cpu::MemCategory to, std::size_t bytes);
-  cpu::Accountant& accountant() { return *acc_; }
+  DeviceAllocator(cudaStream_t stream, gpt::Accountant& acc);
+  void* Allocate(gpt::MemCategory c, std::size_t bytes);
+  void Free(void* p, gpt::MemCategory c, std::size_t bytes);
+  void Recategorize(gpt::MemCategory from, gpt::MemCategory to, std::size_t bytes);
+  gpt::Accountant& accountant() { return *acc_; }
   cudaStream_t stream() const { return stream_; }
   // Device memory in use by this process beyond the baseline taken at construction, sampled
   // with cudaMemGetInfo at the accounted peak (includes the pool's and libraries' overheads).
@@ -45,7 +45,7 @@ class DeviceAllocator {
  private:
   void SamplePeak();
   cudaStream_t stream_;
-  cpu::Accountant* acc_;
+  gpt::Accountant* acc_;
   std::int64_t baseline_free_ = 0;
   std::int64_t driver_at_peak_ = 0;
   bool abandoned_ = false;
@@ -56,7 +56,7 @@ template <class T>
 class DeviceTensor {
  public:
   DeviceTensor() = default;
-  DeviceTensor(DeviceAllocator& a, cpu::MemCategory c, std::int64_t rows, std::int64_t cols)
+  DeviceTensor(DeviceAllocator& a, gpt::MemCategory c, std::int64_t rows, std::int64_t cols)
       : alloc_(&a), cat_(c), rows_(rows), cols_(cols) {
     if (bytes() > 0) data_ = static_cast<T*>(a.Allocate(c, bytes()));
   }
@@ -82,7 +82,7 @@ class DeviceTensor {
     rows_ = cols_ = 0;
   }
   // Keeps the tensor, counted from now on under `c` (e.g. workspace → saved activation).
-  DeviceTensor&& As(cpu::MemCategory c) && {
+  DeviceTensor&& As(gpt::MemCategory c) && {
     if (data_ != nullptr && c != cat_) alloc_->Recategorize(cat_, c, bytes());
     cat_ = c;
     return std::move(*this);
@@ -97,7 +97,7 @@ class DeviceTensor {
  private:
   DeviceAllocator* alloc_ = nullptr;
   T* data_ = nullptr;
-  cpu::MemCategory cat_ = cpu::MemCategory::kWorkspace;
+  gpt::MemCategory cat_ = gpt::MemCategory::kWorkspace;
   std::int64_t rows_ = 0, cols_ = 0;
 };
 

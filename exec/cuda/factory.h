@@ -1,33 +1,34 @@
-// factory.h — constructs the CUDA backend (plain C++: usable whether or not CUDA is compiled).
+// factory.h — constructs the CUDA backend and registers it with the executor (plain C++: no
+// CUDA header, so programs that register it need not see the toolkit's headers).
 //
-// With PIPETWIN_WITH_CUDA=OFF the factory (stub.cc) returns Error::Failure("built without
-// CUDA"); with CUDA but no usable device it returns Error::Failure("no CUDA device found ...").
-// Otherwise it picks the GPU from the node-local rank (MPI_Comm_split_type SHARED), creates the
-// NCCL communicators (world from a unique id broadcast over MPI, then ncclCommSplit per
-// group) and the model chunks of this rank.
+// The factory first checks that the job is one the backend runs (bf16 or fp32, no recompute,
+// unfused attention, no ZeRO; Error::BadInput naming the field), then returns
+// Error::Failure("no CUDA device found ...") where no GPU is usable. Otherwise it picks the GPU
+// from the node-local rank (MPI_Comm_split_type SHARED), creates the NCCL communicators (world
+// from a unique id broadcast over MPI, then ncclCommSplit per group) and the model chunks of
+// this rank. This library exists only when the project is built with PIPETWIN_WITH_CUDA; it
+// is linked into `pipetwin-cuda`, never into `pipetwin` (apps/).
 //
-//   CudaBackendConfig cc{.base = bc, .bf16 = true, .schedule = &*sched};
-//   Expected<std::unique_ptr<Backend>> b = MakeCudaBackend(cc);
+//   RegisterCudaBackend();                       // in main()
+//   Expected<std::unique_ptr<Backend>> b = MakeBackend("cuda", cfg);
 #pragma once
 
 #include <memory>
 
 #include "exec/backend.h"
-#include "exec/cpu_backend.h"
+#include "job/job.h"
 #include "schedule/expected.h"
-#include "schedule/schedule.h"
 
 namespace pipetwin::exec {
 
-struct CudaBackendConfig {
-  CpuBackendConfig base;  // model, stage split, ranks, optimizer, MPI groups, timeout
-  bool bf16 = true;       // bf16 tensors with fp32 master weights and Adam state; else fp32
-  const Schedule* schedule = nullptr;  // every rank's program (for the NCCL channel plan)
-};
+// Adds "cuda" to the registry (exec/backend_registry.h).
+void RegisterCudaBackend();
 
-// True when this build contains the CUDA backend.
-bool CudaBackendCompiled();
+// Whether the CUDA backend runs this job (see above); called by the factory.
+Status CheckCudaJob(const ResolvedJob& job);
 
-Expected<std::unique_ptr<Backend>> MakeCudaBackend(const CudaBackendConfig& cfg);
+// cfg.bf16: bf16 tensors with fp32 master weights and Adam state; else fp32.
+// cfg.schedule: every rank's program (for the NCCL channel plan), required.
+Expected<std::unique_ptr<Backend>> MakeCudaBackend(const BackendConfig& cfg);
 
 }  // namespace pipetwin::exec

@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include "exec/cpu/register.h"
+#include "exec/cuda/factory.h"
 #include "exec/run.h"
 #include "job/job.h"
 #include "models/layer_costs.h"
@@ -28,6 +30,9 @@ class CudaGpu : public ::testing::Test {
       GTEST_SKIP() << "no CUDA device found (cudaGetDeviceCount: "
                    << (rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices") << ")";
     }
+    // The backends this test runs (and the CPU reference of --check-reference).
+    cpu::RegisterCpuBackend();
+    RegisterCudaBackend();
     int init = 0;
     MPI_Initialized(&init);
     if (init == 0) {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "exec/cpu/chunk.h"
-#include "exec/cpu/data.h"
 #include "exec/cpu/inventory.h"
 #include "exec/cpu/optimizer.h"
+#include "exec/model/data.h"
 #include "tests/exec/cpu_test_util.h"
 
 namespace pipetwin::cpu {

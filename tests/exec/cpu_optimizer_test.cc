@@ -4,8 +4,8 @@
 #include <set>
 #include <vector>
 
-#include "exec/cpu/data.h"
 #include "exec/cpu/optimizer.h"
+#include "exec/model/data.h"
 
 namespace pipetwin::cpu {
 namespace {

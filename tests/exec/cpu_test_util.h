@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/cpu/params.h"
+#include "exec/model/params.h"
 
 namespace pipetwin::cpu::testing {
 

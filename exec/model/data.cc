@@ -1,13 +1,13 @@
-#include "exec/cpu/data.h"
+#include "exec/model/data.h"
 
 #include <cassert>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
 
-#include "exec/cpu/params.h"
+#include "exec/model/params.h"
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 namespace {
 
@@ -62,4 +62,4 @@ void SyntheticData::Fill(std::int64_t step, std::int64_t microbatch, std::span<s
   }
 }
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

@@ -1,6 +1,8 @@
-#include "exec/cpu/memory.h"
+#include "exec/model/memory.h"
 
-namespace pipetwin::cpu {
+#include <cassert>
+
+namespace pipetwin::gpt {
 
 std::string_view ToString(MemCategory c) {
   switch (c) {
@@ -48,4 +50,4 @@ void Accountant::ResetPeaks() {
   peak_accounted_ = accounted_;
 }
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

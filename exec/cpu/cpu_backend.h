@@ -12,40 +12,18 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
 #include "exec/backend.h"
 #include "exec/cpu/chunk.h"
 #include "exec/cpu/collectives.h"
-#include "exec/cpu/data.h"
+#include "exec/cpu/model.h"
 #include "exec/cpu/optimizer.h"
 #include "exec/mpi_util.h"
 
 namespace pipetwin::exec {
-
-struct CpuBackendConfig {
-  cpu::ModelConfig model;
-  std::vector<int> layers_per_stage;  // every stage of the pipeline, in model order
-  std::vector<int> stage_to_rank;
-  int pp_rank = 0;
-  int microbatches = 1;
-  int dp = 1;
-  int dp_rank = 0;
-  cpu::TpConfig tp;
-  bool adam = true;
-  float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
-  // ZeRO-1 (dp > 1): gradients reduce-scattered over DP, each rank steps its 1/dp shard of
-  // the parameters with its shard of the optimizer state, then the parameters are
-  // all-gathered. Shards are ceil(params / dp) elements (the last one zero-padded).
-  bool zero1 = false;
-  float learning_rate = 1e-3f;
-  std::uint64_t data_seed = 1;
-  double timeout_s = 300;
-  MPI_Comm pp_comm = MPI_COMM_NULL;
-  MPI_Comm dp_comm = MPI_COMM_NULL;
-  MPI_Comm tp_comm = MPI_COMM_NULL;
-};
 
 // cpu::Collectives over an MPI communicator, each call bounded by the timeout.
 class MpiCollectives final : public cpu::Collectives {
@@ -69,7 +47,7 @@ class MpiCollectives final : public cpu::Collectives {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendConfig& cfg);
+  explicit CpuBackend(const BackendConfig& cfg);
   ~CpuBackend() override;
 
   void BeginStep(std::int64_t step) override;
@@ -80,25 +58,21 @@ class CpuBackend final : public Backend {
   bool TestSends() override;
   void StartReduceGrad(int stage) override;
   bool TestReduceGrad(int stage) override;
-  // What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the
-  // gradients; under ZeRO-1 a copy padded to a multiple of dp, reduce-scattered), and the
-  // bytes this rank sends (a ring). Calibration benchmarks exactly this.
-  struct GradReduction {
-    std::size_t elements = 0;
-    bool reduce_scatter = false;
-    std::int64_t bytes_sent = 0;
-  };
-  GradReduction DescribeReduceGrad(int stage) const;
+  // In place on the gradients; under ZeRO-1 a reduce-scatter of a copy padded to a multiple
+  // of dp (exec/backend.h).
+  std::optional<GradReduction> DescribeReduceGrad(int stage) const override {
+    return Reduction(stage);
+  }
   double StepLoss() const override { return step_loss_; }
   MemoryBytes PeakMemory() const override;
   std::int64_t PeakMemoryTotal() const override;
   void ResetPeakMemory() override { acc_.ResetPeaks(); }
-  std::int64_t BytesSent(int group) const override;
+  std::int64_t BytesSent(CommGroup group) const override;
 
   // The chunk of `stage` (held by this rank), for checks against a reference.
   cpu::Chunk& chunk(int stage);
   double GradNormSquared() const override;
-  const cpu::ParamLayout& StageLayout(int stage) const override;
+  const gpt::ParamLayout& StageLayout(int stage) const override;
   std::vector<float> StageGrads(int stage) const override;
 
  private:
@@ -108,7 +82,7 @@ class CpuBackend final : public Backend {
   cpu::Tensor Take(Key k);
   int Tag(int kind, int stage, int mb) const;
 
-  CpuBackendConfig cfg_;
+  BackendConfig cfg_;
   cpu::Accountant acc_;
   std::unique_ptr<MpiCollectives> tp_coll_;
   std::map<int, std::unique_ptr<cpu::Chunk>> chunks_;
@@ -121,6 +95,7 @@ class CpuBackend final : public Backend {
   std::map<int, cpu::Tensor> zero_grads_;
   std::map<int, std::vector<float>> reduced_shard_;
   std::size_t Shard(int stage) const;
+  GradReduction Reduction(int stage) const;
   cpu::SyntheticData data_;
   std::map<Key, cpu::Tensor> buffers_;
   std::map<Key, MPI_Request> recv_req_;

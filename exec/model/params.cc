@@ -1,10 +1,10 @@
-#include "exec/cpu/params.h"
+#include "exec/model/params.h"
 
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 const ParamInfo& ParamLayout::Find(const std::string& name) const {
   for (const ParamInfo& p : params) {
@@ -172,4 +172,4 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
   return std::move(b).Build();
 }
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

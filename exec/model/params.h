@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "exec/cpu/config.h"
-#include "exec/cpu/memory.h"
+#include "exec/model/config.h"
+#include "exec/model/memory.h"
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 enum class ShardKind : std::uint8_t {
   kReplicated,  // every TP rank holds the whole tensor
@@ -76,7 +76,7 @@ void UnshardIntoFull(const ParamInfo& p, const TpConfig& tp, const float* local,
 // Fills `local` with this rank's shard of the parameter's seeded initial value.
 void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local);
 
-// splitmix64: the counter-based hash behind every seeded number in the CPU backend.
+// splitmix64: the counter-based hash behind every seeded number of the executor's model.
 std::uint64_t Mix64(std::uint64_t x);
 std::uint64_t HashString(const std::string& s);
 // A standard normal number from a 64-bit key (Box-Muller on two derived uniforms).
@@ -89,4 +89,4 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
 // "block<layer>.<what>", e.g. "block3.qkv_w".
 std::string BlockParamName(int layer, const char* what);
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

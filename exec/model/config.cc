@@ -1,6 +1,6 @@
-#include "exec/cpu/config.h"
+#include "exec/model/config.h"
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, const TpConfig& tp) {
   auto positive = [](int v) { return v > 0; };
@@ -49,4 +49,4 @@ LocalDims MakeLocalDims(const ModelConfig& m, const TpConfig& tp) {
   return d;
 }
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

@@ -1,4 +1,5 @@
-// config.h — the plain description of the CPU backend's GPT model and of one rank's share of it.
+// config.h — the plain description of the executor's GPT model (every backend runs it) and of
+// one rank's share of it.
 //
 //   ModelConfig model;                       // small default: one step well under 1 s on 1 core
 //   model.layers = 8;
@@ -17,7 +18,7 @@
 #include <optional>
 #include <string>
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 struct ModelConfig {
   int layers = 4;
@@ -74,4 +75,4 @@ struct LocalDims {
 };
 LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp);
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

@@ -1,4 +1,4 @@
-#include "exec/cpu_backend.h"
+#include "exec/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,7 +54,7 @@ void MpiCollectives::ReduceScatterSum(std::span<const float> in, std::span<float
   bytes_sent_ += RingBytes(in.size(), size_, 1.0);
 }
 
-CpuBackend::CpuBackend(const CpuBackendConfig& cfg)
+CpuBackend::CpuBackend(const BackendConfig& cfg)
     : cfg_(cfg),
       data_({.vocab = cfg.model.vocab,
              .seq_len = cfg.model.seq_len,
@@ -292,7 +292,7 @@ void CpuBackend::StartReduceGrad(int stage) {
   }
   MPI_Request req;
   const std::span<float> g = c.grads();
-  const GradReduction r = DescribeReduceGrad(stage);
+  const GradReduction r = Reduction(stage);
   if (r.reduce_scatter) {
     // Reduce-scatter in place in a padded copy: this rank's reduced shard lands in front.
     auto [it, inserted] = zero_grads_.try_emplace(
@@ -310,7 +310,7 @@ void CpuBackend::StartReduceGrad(int stage) {
   reduce_req_[stage] = req;
 }
 
-CpuBackend::GradReduction CpuBackend::DescribeReduceGrad(int stage) const {
+GradReduction CpuBackend::Reduction(int stage) const {
   if (cfg_.zero1) {
     const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
     return {padded, true, RingBytes(padded, cfg_.dp, 1.0)};
@@ -350,20 +350,21 @@ std::int64_t CpuBackend::PeakMemoryTotal() const {
   return static_cast<std::int64_t>(acc_.peak_accounted());
 }
 
-std::int64_t CpuBackend::BytesSent(int group) const {
+std::int64_t CpuBackend::BytesSent(CommGroup group) const {
   switch (group) {
-    case 0:
+    case CommGroup::kPp:
       return bytes_pp_;
-    case 1:
+    case CommGroup::kDp:
       return bytes_dp_;
-    case 2:
+    case CommGroup::kTp:
       return tp_coll_ ? tp_coll_->bytes_sent() : 0;
-    default:
+    case CommGroup::kCp:
       return 0;
   }
+  return 0;
 }
 
-const cpu::ParamLayout& CpuBackend::StageLayout(int stage) const {
+const gpt::ParamLayout& CpuBackend::StageLayout(int stage) const {
   auto it = chunks_.find(stage);
   if (it == chunks_.end()) {
     throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");

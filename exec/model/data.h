@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-namespace pipetwin::cpu {
+namespace pipetwin::gpt {
 
 struct SyntheticDataConfig {
   int vocab = 128;
@@ -42,4 +42,4 @@ class SyntheticData {
   std::vector<std::int32_t> perm_;
 };
 
-}  // namespace pipetwin::cpu
+}  // namespace pipetwin::gpt

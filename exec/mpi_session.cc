@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <string>
 
@@ -10,7 +11,7 @@
 
 namespace pipetwin::exec {
 
-MpiSession::MpiSession() {
+MpiSession::MpiSession() : uncaught_(std::uncaught_exceptions()) {
   int provided = 0;
   PT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
   PT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -18,7 +19,9 @@ MpiSession::MpiSession() {
 }
 
 MpiSession::~MpiSession() {
-  if (aborted_) return;
+  // Unwinding (an exception leaves the command): no MPI_Finalize, which would wait for the
+  // other ranks; main() prints the error and exits 1, and mpirun stops the ranks left.
+  if (aborted_ || std::uncaught_exceptions() > uncaught_) return;
   try {
     PT_MPI_CHECK(MPI_Finalize());
   } catch (const MpiError& e) {

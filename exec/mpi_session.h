@@ -1,8 +1,9 @@
 // mpi_session.h — the MPI lifecycle of one command as one object: MPI is initialised in the
 // constructor (MPI_THREAD_FUNNELED, errors returned to the caller, checked by PT_MPI_CHECK)
-// and finalised in the destructor. A failure on any rank stops every rank: Abort prints the
-// error once and aborts the world, since a rank that exits alone would leave the others
-// waiting for it.
+// and finalised in the destructor (not where an exception is leaving the command: main()
+// prints it and exits 1, and mpirun stops the other ranks). A failure on any rank stops every rank:
+// Abort prints the error once and aborts the world, since a rank that exits alone would leave the
+// others waiting for it.
 //
 //   exec::MpiSession mpi;
 //   Expected<RunResult> r = RunJob(job, opts);
@@ -33,6 +34,7 @@ class MpiSession {
  private:
   int rank_ = 0;
   bool aborted_ = false;
+  int uncaught_ = 0;  // std::uncaught_exceptions() at construction
 };
 
 }  // namespace pipetwin::exec

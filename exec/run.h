@@ -5,7 +5,7 @@
 // (Megatron order: TP innermost, then CP, DP, PP), runs `warmup` + `steps` training steps and
 // reports the measured step in the simulator's report schema. Rank 0 holds the result.
 //
-//   MPI_Init(...);
+//   MpiSession mpi;   // exec/mpi_session.h
 //   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
 #pragma once
 

@@ -125,6 +125,27 @@ Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o) {
   return variants;
 }
 
+std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v,
+                                      const std::string& dir, const std::string& program) {
+  const std::string job_path = dir + "/job.yaml", profile = dir + "/profile.yaml";
+  auto command = [&](std::vector<std::string> args) {
+    std::vector<std::string> cmd = MpirunCommand(o.launcher, v.np, program);
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return cmd;
+  };
+  std::vector<std::string> run = {"run",       job_path,
+                                  "--backend", "cpu",
+                                  "--report",  dir + "/measured.json",
+                                  "--trace",   dir + "/measured.trace.json"};
+  if (!o.separate_calibration) {
+    run.insert(run.end(), {"--calibrate", profile});
+    return {{"run --calibrate", "run.log", command(run)}};
+  }
+  std::vector<std::string> cal = {"calibrate", "--backend", "cpu", job_path, "--out", profile};
+  if (!o.calibrate_steps.empty()) cal.insert(cal.end(), {"--steps", o.calibrate_steps});
+  return {{"calibrate", "calibrate.log", command(cal)}, {"run", "run.log", command(run)}};
+}
+
 void RecordComparison(Entry& e, const Comparison& c) {
   e.done = true;
   e.predicted_ms = c.rows.empty() ? 0 : c.rows[0].predicted;

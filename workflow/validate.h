@@ -72,6 +72,18 @@ Expected<std::string> BuildVariantYaml(const std::string& path, const JobSpec& j
 // an error with --schedules job).
 Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o);
 
+// One process that measures a variant: its command line and its log (DIR/<label>/LOG).
+struct MeasureStep {
+  std::string what;  // "run --calibrate", "calibrate", "run"
+  std::string log;   // "run.log", "calibrate.log"
+  std::vector<std::string> argv;
+};
+
+// Phase 2's processes, in order: `run --calibrate`, or `calibrate` then `run` with
+// --separate-calibration; each `LAUNCHER -np N PROGRAM ...`, writing into `dir`.
+std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v,
+                                      const std::string& dir, const std::string& program);
+
 // An entry's results from the comparison of its predicted and measured reports.
 void RecordComparison(Entry& e, const Comparison& c);
 

@@ -78,30 +78,16 @@ struct Loop {
 // note then says which and where its log is.
 bool Measure(Loop& L, std::size_t k, Variant& v, const std::string& dir) {
   Entry& e = v.entry;
-  const std::string job_path = dir + "/job.yaml", np = std::to_string(v.np);
-  const std::vector<std::string> mpi = MpirunCommand(L.o.launcher, v.np, L.program);
-  auto spawn = [&](const std::string& what, std::vector<std::string> args, const char* log) {
-    L.Say(k, e.label, what + " (" + L.o.launcher + " -np " + np + ")");
-    std::vector<std::string> cmd = mpi;
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    const int rc = Spawn(cmd, dir + "/" + log);
-    if (rc == 0) return true;
-    e.note = what + " failed (exit " + std::to_string(rc) + "; see " + dir + "/" + log + ")";
-    L.Say(k, e.label, e.note);
-    return false;
-  };
-  std::vector<std::string> run = {"run",       job_path,
-                                  "--backend", "cpu",
-                                  "--report",  dir + "/measured.json",
-                                  "--trace",   dir + "/measured.trace.json"};
-  if (!L.o.separate_calibration) {
-    run.insert(run.end(), {"--calibrate", dir + "/profile.yaml"});
-    return spawn("run --calibrate", run, "run.log");
+  for (const MeasureStep& step : MeasureSteps(L.o, v, dir, L.program)) {
+    L.Say(k, e.label, step.what + " (" + L.o.launcher + " -np " + std::to_string(v.np) + ")");
+    const std::string log = dir + "/" + step.log;
+    if (const int rc = Spawn(step.argv, log); rc != 0) {
+      e.note = step.what + " failed (exit " + std::to_string(rc) + "; see " + log + ")";
+      L.Say(k, e.label, e.note);
+      return false;
+    }
   }
-  std::vector<std::string> cal = {"calibrate", "--backend", "cpu",
-                                  job_path,    "--out",     dir + "/profile.yaml"};
-  if (!L.o.calibrate_steps.empty()) cal.insert(cal.end(), {"--steps", L.o.calibrate_steps});
-  return spawn("calibrate", cal, "calibrate.log") && spawn("run", run, "run.log");
+  return true;
 }
 
 // Phase 3: the prediction from the profile alone.

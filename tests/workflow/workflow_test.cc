@@ -110,6 +110,32 @@ TEST(Launcher, OptionThenEnvironmentThenMpirun) {
             (std::vector<std::string>{"mpirun", "--oversubscribe", "-np", "4", "/bin/pipetwin"}));
 }
 
+TEST(MeasureSteps, RunCalibrateOrCalibrateThenRunUnderTheLauncher) {
+  ValidateOptions o;
+  o.launcher = Launcher("", "mpirun --oversubscribe");
+  Variant v;
+  v.np = 4;
+  auto steps = MeasureSteps(o, v, "out/pp2", "/bin/pipetwin");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].log, "run.log");
+  EXPECT_EQ(steps[0].argv,
+            (std::vector<std::string>{
+                "mpirun", "--oversubscribe", "-np", "4", "/bin/pipetwin", "run", "out/pp2/job.yaml",
+                "--backend", "cpu", "--report", "out/pp2/measured.json", "--trace",
+                "out/pp2/measured.trace.json", "--calibrate", "out/pp2/profile.yaml"}));
+  o.separate_calibration = true;
+  o.calibrate_steps = "3";
+  steps = MeasureSteps(o, v, "out/pp2", "/bin/pipetwin");
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].what, "calibrate");
+  EXPECT_EQ(steps[0].argv,
+            (std::vector<std::string>{"mpirun", "--oversubscribe", "-np", "4", "/bin/pipetwin",
+                                      "calibrate", "--backend", "cpu", "out/pp2/job.yaml", "--out",
+                                      "out/pp2/profile.yaml", "--steps", "3"}));
+  EXPECT_EQ(steps[1].what, "run");
+  EXPECT_EQ(steps[1].argv.back(), "out/pp2/measured.trace.json");
+}
+
 TEST(Spawn, ExitStatusOfAMissingProgram) {
   EXPECT_EQ(Spawn({"/no/such/program"}, ""), 127);
   EXPECT_EQ(Spawn({}, ""), 127);

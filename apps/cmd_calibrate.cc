@@ -1,129 +1,93 @@
-// `mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml`
-#include <mpi.h>
-
+// `mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml`: measure what
+// each action costs, for `simulate --profile` (exec/calibrate.h).
 #include <cstdio>
-#include <cstdlib>
-#include <iostream>
+#include <exception>
+#include <string>
+#include <utility>
 
+#include "apps/cli.h"
 #include "apps/commands.h"
 #include "exec/calibrate.h"
-#include "exec/mpi_util.h"
+#include "exec/mpi_session.h"
 #include "job/job.h"
 #include "schedule/csv.h"
 
 namespace pipetwin {
+namespace {
 
-bool CmdArgs::Has(const std::string& flag) const {
-  for (const auto& f : flags) {
-    if (f == flag) return true;
-  }
-  return false;
-}
+struct CalibrateArgs {
+  std::string job, out;
+  exec::CalibrateOptions opts;
+};
 
-std::string CmdArgs::Get(const std::string& option, const std::string& fallback) const {
-  auto it = options.find(option);
-  return it == options.end() ? fallback : it->second;
-}
-
-Expected<CmdArgs> ParseCmdArgs(int argc, char** argv, int first,
-                               const std::vector<std::string>& valued,
-                               const std::vector<std::string>& flags) {
-  CmdArgs a;
-  for (int i = first; i < argc; ++i) {
-    const std::string s = argv[i];
-    if (s.rfind("--", 0) != 0) {
-      a.positional.push_back(s);
-      continue;
+Expected<CalibrateArgs> ParseCalibrate(int argc, char** argv, bool* help) {
+  po::options_description o("options");
+  o.add_options()("backend", Text(), "cpu | cuda (required)")(
+      "out", Text(), "write the profile (YAML) to this file (required)")(
+      "steps", Text(), "measured steps, at least (default 10)")(
+      "warmup", Text(), "warm-up steps, at least (default 2)");
+  auto a = ParseArgs(argc, argv,
+                     {"calibrate",
+                      "mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml "
+                      "[options]",
+                      "Measure F, I, W, B and the optimizer step per stage, the executor's "
+                      "per-action overhead, point-to-point latency and bandwidth, the DP "
+                      "all-reduce; for simulate --profile.",
+                      "exactly one job file", 1, 1},
+                     o);
+  if (!a) return a.error();
+  *help = a->help;
+  CalibrateArgs c;
+  if (a->help) return c;
+  c.job = a->positional[0];
+  if (!a->Has("backend")) return Error::BadInput("calibrate: --backend cpu|cuda is required");
+  c.opts.backend = a->Get("backend");
+  c.out = a->Get("out");
+  if (c.out.empty()) return Error::BadInput("calibrate: --out PROFILE.yaml is required");
+  for (const auto& [name, field] :
+       {std::pair<const char*, int*>{"steps", &c.opts.min_steps}, {"warmup", &c.opts.min_warmup}}) {
+    if (a->vm.count(name) == 0) continue;
+    const std::string text = a->Get(name);
+    const bool digits = !text.empty() && text.size() < 7 &&
+                        text.find_first_not_of("0123456789") == std::string::npos;
+    *field = digits ? std::stoi(text) : 0;
+    if (*field < 1) {
+      return Error::BadInput(std::string("--") + name + ": must be a positive integer, got '" +
+                             text + "'");
     }
-    bool is_valued = false, is_flag = false;
-    for (const auto& v : valued) is_valued = is_valued || v == s;
-    for (const auto& f : flags) is_flag = is_flag || f == s;
-    if (is_valued) {
-      if (i + 1 >= argc) return Error::BadInput("option " + s + " needs a value");
-      a.options[s] = argv[++i];
-    } else if (is_flag) {
-      a.flags.push_back(s);
-    } else {
-      return Error::BadInput("unknown option " + s + " (see pipetwin --help)");
-    }
   }
-  return a;
+  return c;
 }
 
-Expected<double> ToleranceArg(const CmdArgs& a, double fallback) {
-  const std::string text = a.Get("--tolerance");
-  if (text.empty()) return fallback;
-  char* end = nullptr;
-  const double tol = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || !(tol >= 0 && tol <= 1)) {
-    return Error::BadInput("--tolerance: must be a number in [0, 1] (0.05 is 5%), got '" + text +
-                           "'");
-  }
-  return tol;
-}
+}  // namespace
 
 int CmdCalibrate(int argc, char** argv) {
+  bool help = false;
+  auto args = ParseCalibrate(argc, argv, &help);
+  if (args && help) return 0;
+  // Before MPI starts: this process may become pipetwin-cuda.
   if (auto rc = HandOverBackend(argc, argv)) return *rc;
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  const int rank = exec::WorldRank();
-  // A failure on any rank stops every rank (see `run`).
-  auto abort_with = [&](const Error& e, bool print) -> int {
-    if (print) {
-      std::cerr << "pipetwin: " << (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ")
-                << e.message << "\n";
-    }
-    std::cerr.flush();
-    MPI_Abort(MPI_COMM_WORLD, e.exit_status());
-    return e.exit_status();
-  };
-  auto a = ParseCmdArgs(argc, argv, 2, {"--backend", "--out", "--steps", "--warmup"}, {});
-  if (!a) return abort_with(a.error(), rank == 0);
-  if (a->positional.size() != 1) {
-    return abort_with(Error::BadInput("calibrate: expected exactly one job file"), rank == 0);
-  }
-  if (a->Get("--backend").empty()) {
-    return abort_with(Error::BadInput("calibrate: --backend cpu|cuda is required"), rank == 0);
-  }
-  const std::string out = a->Get("--out");
-  if (out.empty()) {
-    return abort_with(Error::BadInput("calibrate: --out PROFILE.yaml is required"), rank == 0);
-  }
-  exec::CalibrateOptions opts;
-  opts.backend = a->Get("--backend");
-  auto count = [&](const char* opt, int& v) -> Status {
-    if (a->Get(opt).empty()) return OkStatus();
-    try {
-      std::size_t used = 0;
-      v = std::stoi(a->Get(opt), &used);
-      if (used != a->Get(opt).size() || v < 1) throw std::invalid_argument("");
-    } catch (const std::exception&) {
-      return Error::BadInput(std::string(opt) + ": must be a positive integer, got '" +
-                             a->Get(opt) + "'");
-    }
-    return OkStatus();
-  };
-  if (Status s = count("--steps", opts.min_steps); !s) return abort_with(s.error(), rank == 0);
-  if (Status s = count("--warmup", opts.min_warmup); !s) return abort_with(s.error(), rank == 0);
-  auto job = LoadJob(a->positional[0]);
-  if (!job) return abort_with(job.error(), rank == 0);
+  exec::MpiSession mpi;
+  const int rank = mpi.rank();
+  // A failure on any rank stops every rank; bad input, the same everywhere, is said once.
+  if (!args) return mpi.Abort(args.error(), rank == 0);
+  auto job = LoadJob(args->job);
+  if (!job) return mpi.Abort(job.error(), rank == 0);
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
   try {
-    res = exec::Calibrate(*job, opts);
+    res = exec::Calibrate(*job, args->opts);
   } catch (const std::exception& e) {
-    return abort_with(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
+    return mpi.Abort(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
   }
-  if (!res) {
-    return abort_with(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
-  }
+  if (!res) return mpi.Abort(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
   if (res->root) {
-    if (Status s = WriteFileAtomic(out, res->profile_yaml); !s) return abort_with(s.error(), true);
+    if (Status s = WriteFileAtomic(args->out, res->profile_yaml); !s) {
+      return mpi.Abort(s.error(), true);
+    }
     std::printf("%s: calibrated on %s, profile written to %s\n", job->path().c_str(),
-                opts.backend.c_str(), out.c_str());
+                args->opts.backend.c_str(), args->out.c_str());
     std::fflush(stdout);
   }
-  MPI_Finalize();
   return 0;
 }
 

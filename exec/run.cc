@@ -242,8 +242,7 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   for (int step = 0; step < total_steps; ++step) {
     Barrier(exe->timeout_s, "barrier before a step");
     if (step == exe->warmup) backend.ResetPeakMemory();
-    if (const char* hang = std::getenv("PIPETWIN_TEST_HANG_RANK");
-        hang != nullptr && std::atoi(hang) == WorldRank() && step == exe->warmup) {
+    if (opts.fault.Is(TestFault::Kind::kHang, WorldRank()) && step == exe->warmup) {
       std::this_thread::sleep_for(std::chrono::hours(1));  // test hook: a rank that stalls
     }
     std::vector<TimelineEvent> events = engine.RunStep(step);
@@ -259,14 +258,12 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
     const double loss =
         AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") / (*m * par.dp);
     res.losses.push_back(loss);
-    if (const char* kill = std::getenv("PIPETWIN_TEST_KILL_RANK");
-        kill != nullptr && std::atoi(kill) == WorldRank() && step == exe->warmup) {
+    if (opts.fault.Is(TestFault::Kind::kKill, WorldRank()) && step == exe->warmup) {
       std::raise(SIGKILL);  // test hook: a rank that dies mid-run
     }
     if (step == 0 && opts.check_reference) {
       // Test hook: gradients off by 1e-4 must fail the reference check.
-      const char* p = std::getenv("PIPETWIN_TEST_PERTURB_RANK");
-      const float perturb = p != nullptr && std::atoi(p) == WorldRank() ? 1.0001f : 1.0f;
+      const float perturb = opts.fault.Is(TestFault::Kind::kPerturb, WorldRank()) ? 1.0001f : 1.0f;
       auto err = ReferenceError(bc, backend, my_stages, loss, perturb);
       if (!err) return err.error();
       res.max_relative_error = AllReduceMax(*err, exe->timeout_s, "reference check");

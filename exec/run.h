@@ -8,7 +8,7 @@
 // The backend is made by name from the registry (exec/backend_registry.h): the program
 // registers the backends it links before calling RunJob.
 //
-//   MPI_Init(...);
+//   MpiSession mpi;   // exec/mpi_session.h
 //   cpu::RegisterCpuBackend();   // exec/cpu/register.h
 //   Expected<RunResult> r = RunJob(job, {.backend = "cpu"});
 #pragma once
@@ -36,8 +36,19 @@ struct RunHookContext {
   int total_steps = 0;  // warm-up included (the backend's byte counters cover them all)
 };
 
+// A fault injected on purpose, for the tests only (`pipetwin run --test-fault KIND:RANK`):
+// at the first measured step, world rank `rank` stalls (kHang) or dies (kKill); with
+// check_reference, its gradients are perturbed by 1e-4 (kPerturb) so that the check fails.
+struct TestFault {
+  enum class Kind { kNone, kHang, kKill, kPerturb };
+  Kind kind = Kind::kNone;
+  int rank = -1;
+  bool Is(Kind k, int world_rank) const { return kind == k && rank == world_rank; }
+};
+
 struct RunOptions {
   std::string backend = "cpu";
+  TestFault fault;               // none, except in the tests
   bool check_reference = false;  // compare loss and gradients with a single-process run
   double tolerance = 1e-5;       // relative error allowed by check_reference
   // Called on every rank after the measured steps, before the report is gathered; may be

@@ -23,6 +23,24 @@ expect() {  # expect STATUS PATTERN -- ARGS...
 job() { printf '%b' "$2" > "$dir/$1"; echo "$dir/$1"; }
 
 expect 0 "simulate" -- --help
+expect 0 "validate" -- --help
+expect 0 "^pipetwin [0-9]+\.[0-9]+\.[0-9]+$" -- --version
+for cmd in simulate schedule run calibrate compare validate schedules presets; do
+  expect 0 "usage: .*pipetwin $cmd" -- "$cmd" --help
+done
+expect 0 "--test-fault.*for tests only" -- run --help
+expect 0 "--schedules" -- validate --help
+expect 2 "unknown option --frob" -- compare a.json b.json --out "$dir/c" --frob
+expect 2 "option --out needs a value" -- compare a.json b.json --out
+expect 2 "compare: expected PREDICTED.json MEASURED.json" -- compare a.json --out "$dir/c"
+expect 2 "simulate: expected exactly one job file" -- simulate
+expect 2 "simulate: expected exactly one job file" -- simulate a.yaml b.yaml
+expect 2 "validate: expected one or more job files" -- validate --no-plots
+expect 2 "--tolerance: must be a number in \[0, 1\]" -- compare a.json b.json --out "$dir/c" --tolerance 5%
+expect 2 "--steps: must be a positive integer, got 'x'" -- calibrate --backend cpu a.yaml --out p.yaml --steps x
+expect 2 "--test-fault: must be hang\|kill\|perturb:RANK" -- run a.yaml --backend cpu --test-fault hang
+expect 2 "run: --backend cpu\|cuda is required" -- run "$src/examples/schedules/1f1b.yaml"
+expect 2 "schedules: expected no arguments" -- schedules extra
 expect 2 "unknown command" -- frobnicate
 expect 2 "cannot open the job file" -- simulate "$dir/missing.yaml"
 expect 2 "parallel.pp: must be an integer in \[1, 4096\], got '0'" -- simulate \

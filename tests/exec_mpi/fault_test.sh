@@ -3,10 +3,8 @@
 # step; the run must exit non-zero with a message, well within the job's 5 s timeout + margin.
 set -u
 bin=$1 mode=$2 job=$3 mpiexec=$4
-var=PIPETWIN_TEST_HANG_RANK
-[ "$mode" = kill ] && var=PIPETWIN_TEST_KILL_RANK
 start=$(date +%s)
-out=$(env "$var=1" "$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
+out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu --test-fault "$mode:1" 2>&1)
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 echo "$out" | tail -15

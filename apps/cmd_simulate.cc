@@ -1,0 +1,172 @@
+// `pipetwin simulate`, `schedule`, `schedules`, `presets`: the commands without MPI.
+#include <cstdio>
+#include <string>
+
+#include "apps/cli.h"
+#include "apps/commands.h"
+#include "job/job.h"
+#include "models/cluster.h"
+#include "models/model.h"
+#include "schedule/build.h"
+#include "schedule/csv.h"
+#include "schedule/generators.h"
+#include "schedule/report.h"
+#include "schedule/trace.h"
+#include "sim/ascii.h"
+#include "sim/profile.h"
+#include "sim/simulate.h"
+
+namespace pipetwin {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// The human summary of a prediction: the headline, throughput and memory, one row per
+// pipeline rank (data-, tensor- and context-parallel replicas are identical).
+void PrintSummary(const ResolvedJob& job, const SimResult& res) {
+  const Report& r = res.report;
+  std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job.path().c_str(),
+              r.schedule.c_str(), r.pp, r.microbatches, job.schedule.NumActions());
+  std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
+              r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
+              100.0 * r.bubble_fraction);
+  if (r.job && r.memory) {
+    const JobSummary& j = *r.job;
+    const MemorySummary& m = *r.memory;
+    std::printf("%s on %d × %s: %.1f TFLOP/s per device, MFU %.1f%%, %.0f tokens/s\n",
+                j.model.c_str(), j.world_size, j.device.c_str(), r.throughput.tflops_per_device,
+                100.0 * r.throughput.mfu, r.throughput.tokens_per_s);
+    if (r.hardware_flops && j.hardware_flops_per_iteration > j.model_flops_per_iteration) {
+      std::printf("with the recomputed forward: %.1f TFLOP/s per device (HFU %.1f%%)\n",
+                  r.hardware_flops->tflops_per_device, 100.0 * r.hardware_flops->hfu);
+    }
+    const auto gib = [](std::int64_t b) { return static_cast<double>(b) / kGiB; };
+    if (m.fits) {
+      std::printf("memory: fits; the fullest rank (%d) peaks at %.1f GiB of %.1f GiB\n",
+                  m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes));
+    } else {
+      std::printf("memory: DOES NOT FIT; rank %d needs %.1f GiB of %.1f GiB (%.1f GiB short)\n",
+                  m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes),
+                  gib(m.shortfall_bytes));
+    }
+  }
+  std::printf("%6s %12s %8s %10s %10s %12s\n", "pp", "busy ms", "bubble", "in-flight", "pending W",
+              "peak GiB");
+  for (const RankReport& k : r.ranks) {
+    if (k.dp_rank != 0 || k.tp_rank != 0 || k.cp_rank != 0) continue;
+    std::printf("%6d %12.3f %7.2f%% %10d %10d %12.2f\n", k.pp_rank >= 0 ? k.pp_rank : k.rank,
+                k.compute_busy_ms, 100.0 * k.bubble_fraction, k.peak_inflight_microbatches,
+                k.peak_pending_weight_grads, static_cast<double>(k.peak_memory_bytes) / kGiB);
+  }
+}
+
+}  // namespace
+
+int CmdSimulate(int argc, char** argv) {
+  po::options_description o("options");
+  o.add_options()("report", Text(), "write the report (JSON) to this file")(
+      "trace", Text(), "write a Chrome trace (.gz: compressed)")("ascii", po::bool_switch(),
+                                                                 "print the timeline as text")(
+      "profile", Text(), "measured costs (pipetwin calibrate) instead of the model")(
+      "per-pipeline-rank", po::bool_switch(), "one report row per pipeline rank, not per GPU");
+  auto a = ParseArgs(argc, argv,
+                     {"simulate", "pipetwin simulate JOB.yaml [options]",
+                      "Predict one training step: iteration time, bubbles, in-flight "
+                      "microbatches, memory per rank, throughput and MFU.",
+                      "exactly one job file", 1, 1},
+                     o);
+  if (!a) return Fail(a.error());
+  if (a->help) return 0;
+  auto job = LoadJob(a->positional[0]);
+  if (!job) return Fail(job.error());
+  const SimulateOptions so{.record_timeline = a->Has("trace") || a->Has("ascii"),
+                           .per_world_rank = !a->Has("per-pipeline-rank")};
+  auto res =
+      a->Has("profile") ? SimulateWithProfile(*job, a->Get("profile"), so) : Simulate(*job, so);
+  if (!res) return Fail(res.error());
+  if (a->Has("report")) {
+    if (Status s = WriteFileAtomic(a->Get("report"), ReportToJson(res->report)); !s) {
+      return Fail(s.error());
+    }
+  }
+  if (a->Has("trace")) {
+    if (Status s = WriteFileAtomic(a->Get("trace"), TraceJson(res->timeline, job->path())); !s) {
+      return Fail(s.error());
+    }
+  }
+  PrintSummary(*job, *res);
+  if (a->Has("ascii")) {
+    std::printf("\n%s", AsciiTimeline(res->timeline, job->schedule.StagesPerRank()).c_str());
+  }
+  return 0;
+}
+
+int CmdSchedule(int argc, char** argv) {
+  po::options_description o("options");
+  o.add_options()("csv", Text(), "write the CSV to this file (default: stdout)")(
+      "format", Text(), "compute_only (default) | compute_comms (with the sends and receives)");
+  auto a = ParseArgs(argc, argv,
+                     {"schedule", "pipetwin schedule JOB.yaml [options]",
+                      "Write the per-rank programs (PyTorch action syntax, one row per rank).",
+                      "exactly one job file", 1, 1},
+                     o);
+  if (!a) return Fail(a.error());
+  if (a->help) return 0;
+  const std::string fmt = a->Get("format", "compute_only");
+  if (fmt != "compute_only" && fmt != "compute_comms") {
+    return Fail(
+        Error::BadInput("--format: must be compute_only or compute_comms, got '" + fmt + "'"));
+  }
+  const CsvFormat format =
+      fmt == "compute_comms" ? CsvFormat::kComputeComms : CsvFormat::kComputeOnly;
+  auto job = LoadJob(a->positional[0]);
+  if (!job) return Fail(job.error());
+  const std::string text = WriteScheduleCsv(job->schedule, format);
+  if (!a->Has("csv")) {
+    std::fputs(text.c_str(), stdout);
+  } else if (Status st = WriteFileAtomic(a->Get("csv"), text); !st) {
+    return Fail(st.error());
+  }
+  return 0;
+}
+
+int CmdSchedules(int argc, char** argv) {
+  auto a = ParseArgs(
+      argc, argv,
+      {"schedules", "pipetwin schedules", "List the schedule generators.", "no arguments", 0, 0},
+      po::options_description("options"));
+  if (!a) return Fail(a.error());
+  if (a->help) return 0;
+  for (const GeneratorInfo& g : AllGenerators()) {
+    std::printf("%-18s %s\n", std::string(g.name).c_str(), std::string(g.description).c_str());
+  }
+  return 0;
+}
+
+int CmdPresets(int argc, char** argv) {
+  auto a = ParseArgs(argc, argv,
+                     {"presets", "pipetwin presets",
+                      "List the model presets (any field can be overridden in `model:`) and the "
+                      "devices.",
+                      "no arguments", 0, 0},
+                     po::options_description("options"));
+  if (!a) return Fail(a.error());
+  if (a->help) return 0;
+  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s  %s\n", "model", "layers", "hidden", "ffn",
+              "heads", "kv", "vocab", "seq", "parameters");
+  for (const std::string& name : models::PresetNames()) {
+    const models::ModelConfig m = *models::FindPreset(name);
+    std::printf("%-14s %7d %7d %7d %6d %6d %7d %6d  %.3g\n", name.c_str(), m.layers, m.hidden,
+                m.ffn_hidden, m.heads, m.kv_heads, m.vocab, m.seq_len,
+                static_cast<double>(models::TotalParameters(m)));
+  }
+  std::printf("\n%-16s %12s %12s %10s\n", "device", "bf16 TFLOP/s", "fp32 TFLOP/s", "memory GiB");
+  for (const std::string& name : models::DeviceNames()) {
+    const models::DeviceSpec d = *models::FindDevice(name);
+    std::printf("%-16s %12.4g %12.4g %10.1f\n", name.c_str(), d.peak_bf16_flops * 1e-12,
+                d.peak_fp32_flops * 1e-12, static_cast<double>(d.hbm_bytes) / kGiB);
+  }
+  return 0;
+}
+
+}  // namespace pipetwin

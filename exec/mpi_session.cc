@@ -1,0 +1,53 @@
+#include "exec/mpi_session.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "exec/mpi_util.h"
+
+namespace pipetwin::exec {
+
+MpiSession::MpiSession() : uncaught_(std::uncaught_exceptions()) {
+  int provided = 0;
+  PT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  PT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  PT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+}
+
+MpiSession::~MpiSession() {
+  // Unwinding (an exception leaves the command): no MPI_Finalize, which would wait for the
+  // other ranks; main() prints the error and exits 1, and mpirun stops the ranks left.
+  if (aborted_ || std::uncaught_exceptions() > uncaught_) return;
+  try {
+    PT_MPI_CHECK(MPI_Finalize());
+  } catch (const MpiError& e) {
+    std::fprintf(stderr, "pipetwin: %s\n", e.what());
+  }
+}
+
+int MpiSession::Abort(const Error& e, bool print) {
+  if (print) {
+    std::cerr << "pipetwin: " << (rank_ == 0 ? "" : "rank " + std::to_string(rank_) + ": ")
+              << e.message << "\n";
+  }
+  std::cerr.flush();
+  std::fflush(stdout);
+  aborted_ = true;
+  try {
+    PT_MPI_CHECK(MPI_Abort(MPI_COMM_WORLD, e.exit_status()));
+  } catch (const MpiError& err) {
+    std::fprintf(stderr, "pipetwin: %s\n", err.what());
+  }
+  return e.exit_status();
+}
+
+int MpiSession::BroadcastStatus(int status) {
+  PT_MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  return status;
+}
+
+}  // namespace pipetwin::exec

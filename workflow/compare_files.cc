@@ -1,0 +1,89 @@
+#include "workflow/compare_files.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "schedule/csv.h"
+#include "schedule/report.h"
+
+namespace pipetwin::workflow {
+
+Expected<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::BadInput(path + ": cannot read the file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Expected<Comparison> CompareFiles(const std::string& predicted, const std::string& measured,
+                                  const std::string& dir, const std::string& title,
+                                  double tolerance) {
+  auto pt = ReadText(predicted);
+  if (!pt) return pt.error();
+  auto mt = ReadText(measured);
+  if (!mt) return mt.error();
+  auto p = ReportFromJson(*pt, predicted);
+  if (!p) return p.error();
+  auto m = ReportFromJson(*mt, measured);
+  if (!m) return m.error();
+  auto c = CompareReports(*p, *m);
+  if (!c) return c.error();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error::Failure(dir + ": cannot create the folder: " + ec.message());
+  if (Status s = WriteFileAtomic(dir + "/errors.md", ComparisonMarkdown(*c, title, tolerance));
+      !s) {
+    return s.error();
+  }
+  if (Status s = WriteFileAtomic(dir + "/errors.csv", ComparisonCsv(*c, tolerance)); !s) {
+    return s.error();
+  }
+  return c;
+}
+
+namespace {
+
+Status CopyInto(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  if (std::filesystem::exists(to, ec) && std::filesystem::equivalent(from, to, ec)) {
+    return OkStatus();
+  }
+  auto text = ReadText(from);
+  if (!text) return text.error();
+  return WriteFileAtomic(to, *text);
+}
+
+}  // namespace
+
+Expected<Comparison> CompareInto(const CompareRequest& r) {
+  const std::string title = r.title.empty() ? r.predicted + " against " + r.measured : r.title;
+  auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance);
+  if (!c) return c;
+  // The plot script reads the folder: the reports (and traces) under fixed names.
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {r.predicted, "predicted.json"},
+           {r.measured, "measured.json"},
+           {r.predicted_trace, "predicted.trace.json"},
+           {r.measured_trace, "measured.trace.json"}}) {
+    if (from.empty()) continue;
+    if (Status s = CopyInto(from, r.dir + "/" + to); !s) return s.error();
+  }
+  return c;
+}
+
+Expected<double> ParseTolerance(const std::string& text) {
+  char* end = nullptr;
+  const double tol = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(tol >= 0 && tol <= 1)) {
+    return Error::BadInput("--tolerance: must be a number in [0, 1] (0.05 is 5%), got '" + text +
+                           "'");
+  }
+  return tol;
+}
+
+}  // namespace pipetwin::workflow

@@ -1,0 +1,199 @@
+#include "workflow/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <utility>
+
+#include "schedule/generators.h"
+#include "workflow/process.h"
+
+namespace pipetwin::workflow {
+
+Status CheckOptions(const ValidateOptions& o) {
+  if (o.jobs.empty()) {
+    return Error::BadInput("validate: expected one or more job files (see --help)");
+  }
+  if (!o.separate_calibration && !o.calibrate_steps.empty()) {
+    return Error::BadInput(
+        "--calibrate-steps: only with --separate-calibration (interleaved, the run has as many "
+        "calibration steps as measured steps: execution.steps in the job)");
+  }
+  return OkStatus();
+}
+
+Expected<std::vector<std::string>> SchedulesFor(const std::string& which,
+                                                const std::string& job_schedule) {
+  std::vector<std::string> schedules;
+  if (which == "job") return std::vector<std::string>{job_schedule};
+  if (which == "all") {
+    for (const GeneratorInfo& g : AllGenerators()) schedules.emplace_back(g.name);
+    return schedules;
+  }
+  std::string s = which;
+  for (char& c : s) c = c == ',' ? ' ' : c;
+  schedules = Words(s);
+  std::string names;
+  for (const GeneratorInfo& g : AllGenerators()) {
+    names += std::string(names.empty() ? "" : ", ") + std::string(g.name);
+  }
+  for (const std::string& name : schedules) {
+    bool known = name.rfind("csv:", 0) == 0;
+    for (const GeneratorInfo& g : AllGenerators()) known = known || name == g.name;
+    if (!known) {
+      return Error::BadInput("--schedules: unknown schedule '" + name + "' (one of " + names +
+                             ", csv:PATH; or job, all)");
+    }
+  }
+  if (schedules.empty()) {
+    return Error::BadInput("--schedules: empty (job, all, or names: one of " + names + ")");
+  }
+  return schedules;
+}
+
+JobConfig VariantConfig(const JobConfig& job, const std::string& schedule) {
+  JobConfig v = job;
+  v.schedule = schedule;
+  if (schedule == "interleaved-1f1b") {
+    v.parallel.vpp = std::max(v.parallel.vpp, 2);
+  } else if (schedule == "zbv" || schedule == "dualpipev") {
+    v.parallel.vpp = 2;
+  } else if (!v.IsCsvSchedule()) {
+    v.parallel.vpp = 1;
+  }
+  return v;
+}
+
+Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o) {
+  std::vector<Variant> variants;
+  const bool strict = o.schedules == "job";
+  for (const std::string& path : o.jobs) {
+    auto job = LoadJob(path);
+    if (!job) return job.error();
+    auto schedules = SchedulesFor(o.schedules, job->config.schedule);
+    if (!schedules) return schedules.error();
+    const std::string stem = std::filesystem::path(path).stem().string();
+    for (const std::string& sched : *schedules) {
+      Variant p;
+      p.entry.label = strict ? stem : stem + "-" + sched;
+      p.entry.job = path;
+      p.entry.schedule = sched;
+      const JobConfig config = VariantConfig(job->config, sched);
+      p.yaml = WriteJobConfig(config,
+                              path + " with schedule " + sched + " (written by pipetwin validate)");
+      auto vj = ResolveJob(config);
+      if (!vj) {
+        if (strict) return vj.error();
+        const std::string& m = vj.error().message;
+        p.entry.note = "skipped: " + m.substr(0, m.find('\n'));
+      } else {
+        p.entry.pp = vj->parallel().pp;
+        p.entry.dp = vj->parallel().dp;
+        p.entry.tp = vj->parallel().tp;
+        p.np = vj->parallel().WorldSize();
+        p.entry.microbatches = vj->microbatches;
+      }
+      for (char& c : p.entry.note) c = c == ',' ? ';' : c;
+      variants.push_back(std::move(p));
+    }
+  }
+  return variants;
+}
+
+std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v,
+                                      const std::string& dir, const std::string& program) {
+  const std::string job_path = dir + "/job.yaml", profile = dir + "/profile.yaml";
+  auto command = [&](std::vector<std::string> args) {
+    std::vector<std::string> cmd = MpirunCommand(o.launcher, v.np, program);
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return cmd;
+  };
+  std::vector<std::string> run = {"run",       job_path,
+                                  "--backend", "cpu",
+                                  "--report",  dir + "/measured.json",
+                                  "--trace",   dir + "/measured.trace.json"};
+  if (!o.separate_calibration) {
+    run.insert(run.end(), {"--calibrate", profile});
+    return {{"run --calibrate", "run.log", command(run)}};
+  }
+  std::vector<std::string> cal = {"calibrate", "--backend", "cpu", job_path, "--out", profile};
+  if (!o.calibrate_steps.empty()) cal.insert(cal.end(), {"--steps", o.calibrate_steps});
+  return {{"calibrate", "calibrate.log", command(cal)}, {"run", "run.log", command(run)}};
+}
+
+void RecordComparison(Entry& e, const Comparison& c) {
+  e.done = true;
+  e.predicted_ms = c.rows.empty() ? 0 : c.rows[0].predicted;
+  e.measured_ms = c.rows.empty() ? 0 : c.rows[0].measured;
+  e.error = c.iteration_error;
+  e.memory_equal = c.memory_equal;
+  e.bytes_equal = c.bytes_equal;
+  e.min_ms = e.max_ms = e.measured_ms;
+}
+
+std::string SummaryCsv(const std::vector<Entry>& es, double tol) {
+  std::ostringstream o;
+  o << "label,job,schedule,pp,dp,tp,microbatches,predicted_ms,measured_ms,error_pct,"
+       "measured_min_ms,measured_max_ms,measured_steps,memory_equal,bytes_equal,within_tolerance,"
+       "replay_ms,replay_error_pct,note\n";
+  char b[512];
+  for (const Entry& e : es) {
+    std::snprintf(
+        b, sizeof b, "%s,%s,%s,%d,%d,%d,%d,%.4f,%.4f,%.3f,%.4f,%.4f,%d,%d,%d,%d,%.4f,%.3f,%s\n",
+        e.label.c_str(), e.job.c_str(), e.schedule.c_str(), e.pp, e.dp, e.tp, e.microbatches,
+        e.predicted_ms, e.measured_ms, 100.0 * e.error, e.min_ms, e.max_ms, e.steps,
+        e.memory_equal ? 1 : 0, e.bytes_equal ? 1 : 0, e.done && std::abs(e.error) <= tol ? 1 : 0,
+        e.replay_ms, 100.0 * e.replay_error, e.note.c_str());
+    o << b;
+  }
+  return o.str();
+}
+
+std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command,
+                      const std::string& conditions, bool separate) {
+  std::ostringstream o;
+  o << "# Predicted against measured\n\n"
+    << "Made by: `" << command << "`\n\n"
+    << conditions << "\n\n"
+    << (separate
+            ? "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
+              "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
+              "`pipetwin compare`."
+            : "Each row: `pipetwin run --calibrate` (one run on the CPU backend whose steps after "
+              "warm-up alternate: calibration steps, from which the profile's per-action times "
+              "come, and measured steps, whose median is the measurement), `pipetwin simulate "
+              "--profile` (the prediction: it reads only the profile), `pipetwin compare`.")
+    << " Error = (predicted − measured) / measured; tolerance ±" << 100.0 * tol
+    << "%. Per-entry tables: `<label>/errors.md`.\n\n"
+    << (separate ? ""
+                 : "Jitter: this machine's cores change speed from one step to the next and a step "
+                   "waits for its slowest rank, so the prediction plays the step once per "
+                   "calibration step, each rank at the speed it had in that step, and reports "
+                   "the median, as the measurement does (sim/profile.h).\n\n")
+    << "Replay: the same simulation, without jitter, with each action's time taken from the "
+       "measured run itself (its median step's median per stage and kind) instead of the "
+       "calibration: a check of the schedule model alone.\n\n"
+    << "| entry | pp | dp | tp | m | predicted ms | measured ms (min–max) | error | replay "
+       "error | memory | bytes |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|:-:|\n";
+  char b[512];
+  for (const Entry& e : es) {
+    if (!e.done) {
+      o << "| " << e.label << " | " << e.pp << " | " << e.dp << " | " << e.tp << " | "
+        << e.microbatches << " | – | – | – | – | – | – |  " << e.note << "\n";
+      continue;
+    }
+    std::snprintf(
+        b, sizeof b,
+        "| %s | %d | %d | %d | %d | %.2f | %.2f (%.2f–%.2f) | %+.2f%%%s | %+.2f%% | %s | %s |\n",
+        e.label.c_str(), e.pp, e.dp, e.tp, e.microbatches, e.predicted_ms, e.measured_ms, e.min_ms,
+        e.max_ms, 100.0 * e.error, std::abs(e.error) <= tol ? "" : " **outside**",
+        100.0 * e.replay_error, e.memory_equal ? "equal" : "**differs**",
+        e.bytes_equal ? "equal" : "**differ**");
+    o << b;
+  }
+  return o.str();
+}
+
+}  // namespace pipetwin::workflow

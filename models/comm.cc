@@ -137,4 +137,8 @@ double BytesSentPerRank(Collective c, double bytes, int n) {
   return 0;
 }
 
+std::int64_t RingBytesSentPerRank(Collective c, std::int64_t bytes, int n) {
+  return static_cast<std::int64_t>(BytesSentPerRank(c, static_cast<double>(bytes), n));
+}
+
 }  // namespace pipetwin::models

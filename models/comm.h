@@ -22,6 +22,7 @@
 //   double ms = CollectiveMs(Collective::kAllReduceRing, 1e9, g, topo);
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "models/cluster.h"
@@ -68,5 +69,11 @@ double AlgBandwidth(double bytes, double ms);    // bytes per second
 double BusBandwidthFactor(Collective c, int n);  // busbw = algbw * factor
 // Bytes one rank puts on the wire for the collective (ring algorithms).
 double BytesSentPerRank(Collective c, double bytes, int n);
+// The same in whole bytes, as the executors count one call: BytesSentPerRank truncated toward
+// zero. A sum of calls is counted call by call, so it can fall short of BytesSentPerRank of
+// the summed bytes by under one byte per call; models that predict an executor's counters
+// (cpu_inventory, the CPU executor's DP bytes) use this to match them exactly.
+//   RingBytesSentPerRank(Collective::kAllReduceRing, 10, 3) == 13   // 2 * 2/3 * 10 = 13.33
+std::int64_t RingBytesSentPerRank(Collective c, std::int64_t bytes, int n);
 
 }  // namespace pipetwin::models

@@ -162,40 +162,46 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages) {
   return std::vector<int>(static_cast<std::size_t>(num_stages), m.layers / num_stages);
 }
 
-Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
+namespace {
+
+// Phase 1: the cluster holds the job, the model and its sharding are consistent; returns the
+// layers of each stage.
+Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   const ParallelConfig& par = in.parallel;
+  if (in.cluster.world_size() < par.WorldSize()) {
+    return Error::BadInput("cluster.nodes: " + Str(in.cluster.nodes) + " nodes x " +
+                           Str(in.cluster.gpus_per_node) + " GPUs hold fewer than the job's " +
+                           Str(par.WorldSize()) + " ranks (pp x dp x tp x cp)");
+  }
+  if (Status s = CheckModel(in.model); !s) return s.error();
+  if (Status s = CheckSharding(par, in.model); !s) return s.error();
+  return SplitLayers(in.model, num_stages);
+}
+
+// Phase 2: the job-wide fields, copied from the inputs or derived from them.
+JobCosts JobHeader(const CostInputs& in) {
   JobCosts jc;
   jc.model = in.model;
   jc.training = in.training;
   jc.cluster = in.cluster;
   jc.microbatches = in.microbatches;
-  if (jc.cluster.world_size() < par.WorldSize()) {
-    return Error::BadInput("cluster.nodes: " + Str(jc.cluster.nodes) + " nodes x " +
-                           Str(jc.cluster.gpus_per_node) + " GPUs hold fewer than the job's " +
-                           Str(par.WorldSize()) + " ranks (pp x dp x tp x cp)");
-  }
-  if (Status s = CheckModel(jc.model); !s) return s.error();
-  if (Status s = CheckSharding(par, jc.model); !s) return s.error();
-  Expected<std::vector<int>> split = SplitLayers(jc.model, num_stages);
-  if (!split) return split.error();
-
-  const ModelConfig& m = jc.model;
-  const TrainingConfig& t = jc.training;
-  const DeviceSpec& dev = jc.cluster.device;
-  const int gpn = jc.cluster.gpus_per_node;
-  const RankLayout layout(par, jc.cluster.rank_order);
-
   jc.rank_order = jc.cluster.rank_order;
-  jc.world_size = par.WorldSize();
-  jc.hbm_bytes = dev.hbm_bytes;
-  jc.peak_flops_per_device = dev.PeakFlops(t.precision);
-  jc.micro_batch = t.micro_batch;
-  jc.tokens_per_microbatch = I64{t.micro_batch} * m.seq_len;
-  jc.total_parameters = TotalParameters(m);
+  jc.world_size = in.parallel.WorldSize();
+  jc.hbm_bytes = jc.cluster.device.hbm_bytes;
+  jc.peak_flops_per_device = jc.cluster.device.PeakFlops(jc.training.precision);
+  jc.micro_batch = jc.training.micro_batch;
+  jc.tokens_per_microbatch = I64{jc.training.micro_batch} * jc.model.seq_len;
+  jc.total_parameters = TotalParameters(jc.model);
+  return jc;
+}
 
-  Context c{m,
-            t,
-            dev,
+// Phase 3: the sharding, the topology, the worst TP, CP and DP x CP groups of the layout and
+// the per-rank token and activation sizes that every later phase reads.
+Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLayout& layout) {
+  const int gpn = jc.cluster.gpus_per_node;
+  Context c{jc.model,
+            jc.training,
+            jc.cluster.device,
             Sharding{par.tp, par.sp, par.cp},
             Topology{jc.cluster.intra, jc.cluster.inter},
             layout.WorstShape(Dim::kTp, gpn),
@@ -204,239 +210,341 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
             0,
             0,
             0};
-  c.e = t.element_bytes();
-  c.tokens = TokensPerRank(m, t.micro_batch, c.sh);
-  c.act_bytes = c.e * c.tokens * m.hidden;
+  c.e = jc.training.element_bytes();
+  c.tokens = TokensPerRank(jc.model, jc.training.micro_batch, c.sh);
+  c.act_bytes = c.e * c.tokens * jc.model.hidden;
+  return c;
+}
 
-  // Pipeline link: inter-node if any pair of PP neighbours sits on different nodes.
+// Phase 4: the pipeline link (inter-node if any pair of PP neighbours sits on different
+// nodes) and the all-rank synchronisation before the optimizer step.
+Link PipelineLink(JobCosts& jc, const RankLayout& layout, const Topology& topo) {
+  const int gpn = jc.cluster.gpus_per_node;
   const bool pp_spans = layout.NeighboursSpanNodes(Dim::kPp, gpn);
   const Link pp_link = pp_spans ? jc.cluster.inter : jc.cluster.intra;
   jc.p2p_latency_ms = 1e3 * pp_link.latency_s;
   jc.p2p_bandwidth_bytes_per_ms = pp_link.bandwidth_bytes_per_s * 1e-3;
-  {
-    const GroupShape world{jc.world_size, jc.cluster.nodes, std::min(gpn, jc.world_size)};
-    jc.sync_ms = CollectiveMs(Collective::kAllReduceTree, 8, world, c.topo);
+  const GroupShape world{jc.world_size, jc.cluster.nodes, std::min(gpn, jc.world_size)};
+  jc.sync_ms = CollectiveMs(Collective::kAllReduceTree, 8, world, topo);
+  return pp_link;
+}
+
+// What every stage of the job shares: one decoder layer's times, FLOPs and inventories.
+struct Shared {
+  const Context& c;
+  const ParallelConfig& par;
+  const ClusterConfig& cluster;
+  Link pp_link;
+  int num_stages;
+  LayerTimes layer;
+  double layer_recompute_fl;
+  LayerFlops full_fl;  // unsharded
+  double group;        // tp x cp
+  ActivationInventory layer_act, emb_act, out_act;
+  int n_dp;  // dp x cp: who shares (and shards, under ZeRO) the state
+  double r;  // sequence sharding outside the TP region: tp under sp, else 1
+};
+
+// Computed once per job, before the stages: one decoder layer's costs and inventories.
+Shared MakeShared(const Context& c, const ParallelConfig& par, const ClusterConfig& cluster,
+                  const Link& pp_link, int num_stages) {
+  const ModelConfig& m = c.m;
+  const TrainingConfig& t = c.t;
+  return Shared{c,
+                par,
+                cluster,
+                pp_link,
+                num_stages,
+                DecoderLayer(c),
+                RecomputeFlops(m, t.micro_batch, c.sh, t.recompute),
+                DecoderLayerFlops(m, t.micro_batch, Sharding{}),
+                static_cast<double>(par.tp) * par.cp,
+                DecoderLayerActivations(m, t, c.sh),
+                EmbeddingActivations(m, t, c.sh),
+                OutputActivations(m, t, c.sh),
+                c.dp_group.size,
+                static_cast<double>(par.sp ? par.tp : 1)};
+}
+
+// Stage compute, first stage: the embedding lookup, its scatter-add in W and, under TP, the
+// vocabulary-parallel partial rows summed over the group.
+void AddEmbedding(const Shared& j, StageCost& sc, double& tp_bytes) {
+  const Context& c = j.c;
+  const ParallelConfig& par = j.par;
+  const double h = c.m.hidden;
+  double bytes = 2 * c.e * c.tokens * h;                                    // gather rows
+  if (c.m.position == Position::kLearned) bytes += 3 * c.e * c.tokens * h;  // add positions
+  if (c.m.dropout) bytes += (2 * c.e + 1) * c.tokens * h / j.r;
+  sc.forward_ms += MemoryBoundMs(c.d, bytes);
+  sc.backward_weight_ms += MemoryBoundMs(c.d, 3 * c.e * c.tokens * h);  // scatter-add
+  if (par.tp > 1) {  // vocabulary-parallel lookup: partial rows are summed over tp
+    const Collective k = par.sp ? Collective::kReduceScatter : Collective::kAllReduceRing;
+    const double fwd = Tp(c, k, c.act_bytes);
+    sc.forward_ms += fwd;
+    sc.forward_tp_comm_ms += fwd;
+    tp_bytes += TpSent(c, k, c.act_bytes);
+    if (par.sp) {  // W needs the full output gradient back
+      const double ag = Tp(c, Collective::kAllGather, c.act_bytes);
+      sc.backward_weight_ms += ag;
+      sc.backward_tp_comm_ms += ag;
+      tp_bytes += TpSent(c, Collective::kAllGather, c.act_bytes);
+    }
   }
+}
 
-  const LayerTimes layer = DecoderLayer(c);
-  const double layer_recompute_fl = RecomputeFlops(m, t.micro_batch, c.sh, t.recompute);
-  const LayerFlops full_fl = DecoderLayerFlops(m, t.micro_batch, Sharding{});
-  const double group = static_cast<double>(par.tp) * par.cp;
-  const ActivationInventory layer_act = DecoderLayerActivations(m, t, c.sh);
-  const ActivationInventory emb_act = EmbeddingActivations(m, t, c.sh);
-  const ActivationInventory out_act = OutputActivations(m, t, c.sh);
-  const int n_dp = c.dp_group.size;  // dp x cp: who shares (and shards, under ZeRO) the state
-  const double r = par.sp ? par.tp : 1;
-  const Precision prec = t.precision;
+// Stage compute, last stage: the final norm, the output GEMM, the cross entropy and, under TP,
+// the vocabulary-parallel loss's collectives.
+void AddOutputHead(const Shared& j, StageCost& sc, double& tp_bytes) {
+  const Context& c = j.c;
+  const ParallelConfig& par = j.par;
+  const Gemm g = OutputGemm(c.m, c.t.micro_batch, c.sh);
+  const double gemm = GemmMs(c.d, c.t.precision, g.m, g.n, g.k);
+  const double v = g.n, h = c.m.hidden;
+  const double norm = MemoryBoundMs(c.d, 2 * c.e * c.tokens * h / j.r);
+  // Cross entropy: write fp32 logits, max / exp / sum passes; backward writes d(logits).
+  const double ce_f = MemoryBoundMs(c.d, (c.e + 3 * 4) * c.tokens * v);
+  const double ce_b = MemoryBoundMs(c.d, (4 + c.e) * c.tokens * v);
+  sc.forward_ms += norm + gemm + ce_f;
+  sc.backward_input_ms += 2 * norm + gemm + ce_b;
+  double w_comm = 0;
+  if (par.tp > 1) {
+    // Vocabulary-parallel cross entropy: max, sum-exp and target logit over tp (fp32).
+    const double ce_comm = 3 * Tp(c, Collective::kAllReduceRing, 4 * c.tokens);
+    tp_bytes += 3 * TpSent(c, Collective::kAllReduceRing, 4 * c.tokens);
+    double fwd = ce_comm, bwd = 0;
+    if (par.sp) {
+      fwd += Tp(c, Collective::kAllGather, c.act_bytes);
+      bwd += Tp(c, Collective::kReduceScatter, c.act_bytes);
+      w_comm = Tp(c, Collective::kAllGather, c.act_bytes);
+      tp_bytes += 2 * TpSent(c, Collective::kAllGather, c.act_bytes) +
+                  TpSent(c, Collective::kReduceScatter, c.act_bytes);
+    } else {
+      bwd += Tp(c, Collective::kAllReduceRing, c.act_bytes);
+      tp_bytes += TpSent(c, Collective::kAllReduceRing, c.act_bytes);
+    }
+    sc.forward_ms += fwd;
+    sc.forward_tp_comm_ms += fwd;
+    sc.backward_input_ms += bwd;
+    sc.backward_tp_comm_ms += bwd;
+  }
+  sc.backward_weight_ms += std::max(gemm, w_comm);
+}
 
+// Stage phase: compute times of F, I and W with their TP/SP and CP collectives, and the bytes
+// those collectives send; the decoder layers, then the embedding and the output head.
+void StageCompute(const Shared& j, StageCost& sc) {
+  const double L = sc.layers;
+  sc.forward_ms = L * j.layer.f;
+  sc.backward_input_ms = L * j.layer.i;
+  sc.backward_weight_ms = L * j.layer.w;
+  sc.forward_tp_comm_ms = L * j.layer.f_tp;
+  sc.backward_tp_comm_ms = L * j.layer.i_tp;
+  sc.forward_cp_comm_ms = L * j.layer.f_cp;
+  sc.backward_cp_comm_ms = L * j.layer.i_cp;
+  double tp_bytes = L * j.layer.tp_bytes;
+  if (sc.has_embedding) AddEmbedding(j, sc, tp_bytes);
+  if (sc.has_output) AddOutputHead(j, sc, tp_bytes);
+  sc.tp_bytes_per_microbatch = std::llround(tp_bytes);
+  sc.cp_bytes_per_microbatch = std::llround(L * j.layer.cp_bytes);
+}
+
+// Stage phase: model and hardware FLOPs of one microbatch (the logits on the last stage).
+void StageFlops(const Shared& j, StageCost& sc) {
+  const double L = sc.layers;
+  const LayerFlops& fl = j.full_fl;
+  double hw_flops = L * (fl.F() + fl.I() + fl.W()) + L * j.layer_recompute_fl * j.group;
+  double model_flops = L * 3 * fl.F();
+  if (sc.has_output) {
+    const ModelConfig& m = j.c.m;
+    const double logits_fl = 2.0 * j.c.t.micro_batch * m.seq_len * m.hidden * m.vocab;
+    hw_flops += 3 * logits_fl;
+    model_flops += 3 * logits_fl;
+  }
+  sc.model_flops_per_microbatch = model_flops;
+  sc.hardware_flops_per_microbatch = hw_flops;
+  sc.model_flops_per_microbatch_per_device = model_flops / j.group;
+}
+
+// Stage phase, memory inventory: the parameters this rank holds and the activations one
+// microbatch keeps (until I, until W, and the recompute working set).
+void StageActivationsAndParams(const Shared& j, StageCost& sc) {
+  const ModelConfig& m = j.c.m;
+  const int tp = j.par.tp;
+  const double L = sc.layers;
+  double act = L * j.layer_act.inflight, pending = L * j.layer_act.pending_w;
+  const double transient = sc.layers > 0 ? j.layer_act.transient : 0;
+  sc.params = I64{sc.layers} * DecoderLayerParamsPerRank(m, tp);
+  if (sc.has_embedding) {
+    act += j.emb_act.inflight;
+    pending += j.emb_act.pending_w;
+    sc.params += EmbeddingParamsPerRank(m, tp);
+  }
+  if (sc.has_output) {
+    act += j.out_act.inflight;
+    pending += j.out_act.pending_w;
+    sc.params += OutputParamsPerRank(m, tp, j.num_stages > 1);
+  }
+  sc.activation_bytes_per_microbatch = std::llround(act);
+  sc.activation_bytes_pending_w = std::llround(pending);
+  sc.activation_transient_bytes = std::llround(transient);
+}
+
+// Stage phase, pipeline link: the stage's output activation, sequence-sharded under sp.
+void StagePipelineTransfer(const Shared& j, StageCost& sc) {
+  sc.p2p_bytes = j.c.e * j.c.tokens * j.c.m.hidden / j.r;
+  sc.p2p_ms = SendRecvMs(sc.p2p_bytes, j.pp_link);
+}
+
+// Stage phase, memory inventory: the model state under ZeRO and the communication buffers
+// (receive buffers for the pipeline's activation and gradient, the all-gathered input under
+// sp, ZeRO's reduce-scatter bucket and ZeRO-3's prefetched parameters, two layers).
+void StageStateAndBuffers(const Shared& j, StageCost& sc) {
+  const ParallelConfig& par = j.par;
+  const TrainingConfig& t = j.c.t;
+  const StateBytes state = ModelStateBytes(sc.params, t, par.zero, j.n_dp);
+  sc.param_bytes = state.params;
+  sc.grad_bytes = state.grads;
+  sc.optimizer_bytes = state.optimizer;
+  const BytesPerParam bpp = StateBytesPerParam(t.precision, t.optimizer);
+  double buffers = j.num_stages > 1 ? 2 * sc.p2p_bytes : 0;
+  if (par.tp > 1 && par.sp) buffers += j.c.act_bytes;
+  if (j.n_dp > 1 && par.zero >= 1) {
+    buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;
+  }
+  if (j.n_dp > 1 && par.zero == 3) {
+    buffers += 2 * static_cast<double>(DecoderLayerParamsPerRank(j.c.m, par.tp)) * bpp.params;
+  }
+  sc.comm_buffer_bytes = std::llround(buffers);
+}
+
+// Stage phase, per iteration: the data-parallel gradient reduction, ZeRO's parameter gathers,
+// the tied embeddings' gradient sum and the optimizer step over this rank's shard.
+void StageDataParallel(const Shared& j, StageCost& sc) {
+  const Context& c = j.c;
+  const ParallelConfig& par = j.par;
+  const int n_dp = j.n_dp;
+  const BytesPerParam bpp = StateBytesPerParam(c.t.precision, c.t.optimizer);
+  const double grad_full = static_cast<double>(sc.params) * bpp.grads;
+  const double param_full = static_cast<double>(sc.params) * bpp.params;
+  if (n_dp > 1) {
+    using DpReduction = ClusterConfig::DpReduction;
+    const DpReduction how = j.cluster.dp_reduction;
+    const Collective k = par.zero != 0               ? Collective::kReduceScatter
+                         : how == DpReduction::kTree ? Collective::kAllReduceTree
+                                                     : Collective::kAllReduceRing;
+    if (par.zero == 0 && how == DpReduction::kParameterServer) {
+      // Each worker pushes its gradients and pulls the parameters back.
+      sc.dp_reduce_ms =
+          ParameterServerMs(grad_full, c.dp_group, j.cluster.parameter_servers, c.topo);
+      sc.dp_reduce_bytes = grad_full;
+    } else {
+      sc.dp_reduce_ms = CollectiveMs(k, grad_full, c.dp_group, c.topo);
+      sc.dp_reduce_bytes = BytesSentPerRank(k, grad_full, n_dp);
+    }
+    if (par.zero == 1 || par.zero == 2) {
+      sc.param_allgather_ms = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
+    }
+    if (par.zero == 3) {  // gather before F and again before I, prefetched under compute
+      const double gather = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
+      sc.forward_ms = std::max(sc.forward_ms, gather);
+      sc.backward_input_ms = std::max(sc.backward_input_ms, gather);
+      sc.zero3_gather_bytes_per_microbatch =
+          std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
+    }
+  }
+  if (c.m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
+    const double emb = static_cast<double>(EmbeddingParamsPerRank(c.m, par.tp)) * bpp.grads;
+    sc.embedding_sync_ms = RingAllReduceMs(emb, 2, j.pp_link);
+  }
+  const I64 opt_params = par.zero >= 1 ? (sc.params + n_dp - 1) / n_dp : sc.params;
+  sc.optimizer_ms = MemoryBoundMs(c.d, OptimizerStepBytes(opt_params, c.t));
+}
+
+// Phase 5: every stage, in model order, through the stage phases above.
+std::vector<StageCost> BuildStages(const Shared& j, const std::vector<int>& split) {
+  std::vector<StageCost> stages;
   int first_layer = 0;
-  for (int s = 0; s < num_stages; ++s) {
+  for (int s = 0; s < j.num_stages; ++s) {
     StageCost sc;
     sc.first_layer = first_layer;
-    sc.layers = (*split)[static_cast<std::size_t>(s)];
+    sc.layers = split[static_cast<std::size_t>(s)];
     first_layer += sc.layers;
     sc.has_embedding = s == 0;
-    sc.has_output = s == num_stages - 1;
-    const double L = sc.layers;
-
-    sc.forward_ms = L * layer.f;
-    sc.backward_input_ms = L * layer.i;
-    sc.backward_weight_ms = L * layer.w;
-    sc.forward_tp_comm_ms = L * layer.f_tp;
-    sc.backward_tp_comm_ms = L * layer.i_tp;
-    sc.forward_cp_comm_ms = L * layer.f_cp;
-    sc.backward_cp_comm_ms = L * layer.i_cp;
-    double tp_bytes = L * layer.tp_bytes;
-    const double cp_bytes = L * layer.cp_bytes;
-
-    double act = L * layer_act.inflight, pending = L * layer_act.pending_w;
-    double transient = sc.layers > 0 ? layer_act.transient : 0;
-    double hw_flops =
-        L * (full_fl.F() + full_fl.I() + full_fl.W()) + L * layer_recompute_fl * group;
-    double model_flops = L * 3 * full_fl.F();
-    sc.params = I64{sc.layers} * DecoderLayerParamsPerRank(m, par.tp);
-
-    if (sc.has_embedding) {
-      const double h = m.hidden;
-      double bytes = 2 * c.e * c.tokens * h;                                  // gather rows
-      if (m.position == Position::kLearned) bytes += 3 * c.e * c.tokens * h;  // add positions
-      if (m.dropout) bytes += (2 * c.e + 1) * c.tokens * h / r;
-      sc.forward_ms += MemoryBoundMs(dev, bytes);
-      sc.backward_weight_ms += MemoryBoundMs(dev, 3 * c.e * c.tokens * h);  // scatter-add
-      if (par.tp > 1) {  // vocabulary-parallel lookup: partial rows are summed over tp
-        const Collective k = par.sp ? Collective::kReduceScatter : Collective::kAllReduceRing;
-        const double fwd = Tp(c, k, c.act_bytes);
-        sc.forward_ms += fwd;
-        sc.forward_tp_comm_ms += fwd;
-        tp_bytes += TpSent(c, k, c.act_bytes);
-        if (par.sp) {  // W needs the full output gradient back
-          const double ag = Tp(c, Collective::kAllGather, c.act_bytes);
-          sc.backward_weight_ms += ag;
-          sc.backward_tp_comm_ms += ag;
-          tp_bytes += TpSent(c, Collective::kAllGather, c.act_bytes);
-        }
-      }
-      act += emb_act.inflight;
-      pending += emb_act.pending_w;
-      sc.params += EmbeddingParamsPerRank(m, par.tp);
-    }
-    if (sc.has_output) {
-      const Gemm g = OutputGemm(m, t.micro_batch, c.sh);
-      const double gemm = GemmMs(dev, prec, g.m, g.n, g.k);
-      const double v = g.n, h = m.hidden;
-      const double norm = MemoryBoundMs(dev, 2 * c.e * c.tokens * h / r);
-      // Cross entropy: write fp32 logits, max / exp / sum passes; backward writes d(logits).
-      const double ce_f = MemoryBoundMs(dev, (c.e + 3 * 4) * c.tokens * v);
-      const double ce_b = MemoryBoundMs(dev, (4 + c.e) * c.tokens * v);
-      sc.forward_ms += norm + gemm + ce_f;
-      sc.backward_input_ms += 2 * norm + gemm + ce_b;
-      double w_comm = 0;
-      if (par.tp > 1) {
-        // Vocabulary-parallel cross entropy: max, sum-exp and target logit over tp (fp32).
-        const double ce_comm = 3 * Tp(c, Collective::kAllReduceRing, 4 * c.tokens);
-        tp_bytes += 3 * TpSent(c, Collective::kAllReduceRing, 4 * c.tokens);
-        double fwd = ce_comm, bwd = 0;
-        if (par.sp) {
-          fwd += Tp(c, Collective::kAllGather, c.act_bytes);
-          bwd += Tp(c, Collective::kReduceScatter, c.act_bytes);
-          w_comm = Tp(c, Collective::kAllGather, c.act_bytes);
-          tp_bytes += 2 * TpSent(c, Collective::kAllGather, c.act_bytes) +
-                      TpSent(c, Collective::kReduceScatter, c.act_bytes);
-        } else {
-          bwd += Tp(c, Collective::kAllReduceRing, c.act_bytes);
-          tp_bytes += TpSent(c, Collective::kAllReduceRing, c.act_bytes);
-        }
-        sc.forward_ms += fwd;
-        sc.forward_tp_comm_ms += fwd;
-        sc.backward_input_ms += bwd;
-        sc.backward_tp_comm_ms += bwd;
-      }
-      sc.backward_weight_ms += std::max(gemm, w_comm);
-      act += out_act.inflight;
-      pending += out_act.pending_w;
-      const double logits_fl = 2.0 * t.micro_batch * m.seq_len * m.hidden * m.vocab;
-      hw_flops += 3 * logits_fl;
-      model_flops += 3 * logits_fl;
-      sc.params += OutputParamsPerRank(m, par.tp, num_stages > 1);
-    }
-    sc.tp_bytes_per_microbatch = std::llround(tp_bytes);
-    sc.cp_bytes_per_microbatch = std::llround(cp_bytes);
-    sc.activation_bytes_per_microbatch = std::llround(act);
-    sc.activation_bytes_pending_w = std::llround(pending);
-    sc.activation_transient_bytes = std::llround(transient);
-    sc.model_flops_per_microbatch = model_flops;
-    sc.hardware_flops_per_microbatch = hw_flops;
-    sc.model_flops_per_microbatch_per_device = model_flops / group;
-
-    // Pipeline transfer: the stage's output activation, sequence-sharded under sp.
-    sc.p2p_bytes = c.e * c.tokens * m.hidden / r;
-    sc.p2p_ms = SendRecvMs(sc.p2p_bytes, pp_link);
-
-    // Model state and its data-parallel reduction.
-    const StateBytes state = ModelStateBytes(sc.params, t, par.zero, n_dp);
-    sc.param_bytes = state.params;
-    sc.grad_bytes = state.grads;
-    sc.optimizer_bytes = state.optimizer;
-    const BytesPerParam bpp = StateBytesPerParam(t.precision, t.optimizer);
-    const double grad_full = static_cast<double>(sc.params) * bpp.grads;
-    const double param_full = static_cast<double>(sc.params) * bpp.params;
-    if (n_dp > 1) {
-      using DpReduction = ClusterConfig::DpReduction;
-      const DpReduction how = jc.cluster.dp_reduction;
-      const Collective k = par.zero != 0               ? Collective::kReduceScatter
-                           : how == DpReduction::kTree ? Collective::kAllReduceTree
-                                                       : Collective::kAllReduceRing;
-      if (par.zero == 0 && how == DpReduction::kParameterServer) {
-        // Each worker pushes its gradients and pulls the parameters back.
-        sc.dp_reduce_ms =
-            ParameterServerMs(grad_full, c.dp_group, jc.cluster.parameter_servers, c.topo);
-        sc.dp_reduce_bytes = grad_full;
-      } else {
-        sc.dp_reduce_ms = CollectiveMs(k, grad_full, c.dp_group, c.topo);
-        sc.dp_reduce_bytes = BytesSentPerRank(k, grad_full, n_dp);
-      }
-      if (par.zero == 1 || par.zero == 2) {
-        sc.param_allgather_ms =
-            CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
-      }
-      if (par.zero == 3) {  // gather before F and again before I, prefetched under compute
-        const double gather = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
-        sc.forward_ms = std::max(sc.forward_ms, gather);
-        sc.backward_input_ms = std::max(sc.backward_input_ms, gather);
-        sc.zero3_gather_bytes_per_microbatch =
-            std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
-      }
-    }
-    if (m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
-      const double emb = static_cast<double>(EmbeddingParamsPerRank(m, par.tp)) * bpp.grads;
-      sc.embedding_sync_ms = RingAllReduceMs(emb, 2, pp_link);
-    }
-    const I64 opt_params = par.zero >= 1 ? (sc.params + n_dp - 1) / n_dp : sc.params;
-    sc.optimizer_ms = MemoryBoundMs(dev, OptimizerStepBytes(opt_params, t));
-
-    // Communication buffers: receive buffers for the pipeline's activation and gradient,
-    // the all-gathered input under sp, ZeRO's reduce-scatter bucket and ZeRO-3's prefetched
-    // parameters (two layers).
-    double buffers = num_stages > 1 ? 2 * sc.p2p_bytes : 0;
-    if (par.tp > 1 && par.sp) buffers += c.act_bytes;
-    if (n_dp > 1 && par.zero >= 1) {
-      buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;
-    }
-    if (n_dp > 1 && par.zero == 3) {
-      buffers += 2 * static_cast<double>(DecoderLayerParamsPerRank(m, par.tp)) * bpp.params;
-    }
-    sc.comm_buffer_bytes = std::llround(buffers);
-    jc.stages.push_back(sc);
+    sc.has_output = s == j.num_stages - 1;
+    StageCompute(j, sc);
+    StageFlops(j, sc);
+    StageActivationsAndParams(j, sc);
+    StagePipelineTransfer(j, sc);
+    StageStateAndBuffers(j, sc);
+    StageDataParallel(j, sc);
+    stages.push_back(sc);
   }
-  if (dev.name == "cpu") {
-    // The CPU executor's own tensors (float32; Adam keeps 2 floats per parameter, SGD with
-    // momentum 1, plain SGD none): predicted memory then equals what it allocates.
-    jc.cpu_executor = true;
-    for (int s = 0; s < num_stages; ++s) {
-      StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
-      const int layers = (*split)[static_cast<std::size_t>(s)];
-      const CpuChunkMemory cm = PredictCpuChunkMemory({.micro_batch = t.micro_batch,
-                                                       .seq_len = m.seq_len,
-                                                       .hidden = m.hidden,
-                                                       .ffn_hidden = m.ffn_hidden,
-                                                       .heads = m.heads,
-                                                       .vocab = m.vocab,
-                                                       .layers = layers,
-                                                       .first = s == 0,
-                                                       .last = s == num_stages - 1,
-                                                       .tp = par.tp,
-                                                       .sp = par.sp});
-      sc.params = cm.params;
-      sc.param_bytes = cm.param_bytes;
-      sc.grad_bytes = cm.grad_bytes;
-      const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
-                            : t.optimizer == Optimizer::kSgdMomentum ? 4
-                                                                     : 0;
-      // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
-      const bool zero1 = par.zero == 1 && par.dp > 1;
-      const I64 shard = (cm.params + par.dp - 1) / par.dp;
-      sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
-      sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
-      sc.activation_bytes_per_microbatch = cm.activations_full;
-      sc.activation_bytes_pending_w = cm.activations_pending_w;
-      sc.activation_transient_bytes = cm.activations_i_transient;
-      sc.p2p_bytes = static_cast<double>(cm.boundary_bytes);
-      sc.comm_buffer_bytes = 0;
-      sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
-      sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
-      // Its data-parallel reduction: a ring all-reduce of the float32 gradients.
-      // ZeRO-1: a reduce-scatter of the padded gradients and, after the step, an all-gather
-      // of the padded parameters, call by call as the executor counts them.
-      const auto ring = [&](double factor, I64 bytes) {
-        return static_cast<double>(static_cast<I64>(factor * static_cast<double>(par.dp - 1) /
-                                                    static_cast<double>(par.dp) *
-                                                    static_cast<double>(bytes)));
-      };
-      sc.dp_reduce_bytes = par.dp <= 1 ? 0
-                           : zero1     ? 2 * ring(1.0, sc.zero1_padded_bytes)
-                                       : ring(2.0, cm.grad_bytes);
-    }
+  return stages;
+}
+
+// Phase 6, `cluster.device: cpu`: the CPU executor's own tensors (float32; Adam keeps 2 floats
+// per parameter, SGD with momentum 1, plain SGD none) and traffic, so that predicted memory
+// and bytes equal what it allocates and counts.
+void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector<int>& split) {
+  const ModelConfig& m = jc.model;
+  const TrainingConfig& t = jc.training;
+  const int num_stages = static_cast<int>(jc.stages.size());
+  jc.cpu_executor = true;
+  for (int s = 0; s < num_stages; ++s) {
+    StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
+    const int layers = split[static_cast<std::size_t>(s)];
+    const CpuChunkMemory cm = PredictCpuChunkMemory({.micro_batch = t.micro_batch,
+                                                     .seq_len = m.seq_len,
+                                                     .hidden = m.hidden,
+                                                     .ffn_hidden = m.ffn_hidden,
+                                                     .heads = m.heads,
+                                                     .vocab = m.vocab,
+                                                     .layers = layers,
+                                                     .first = s == 0,
+                                                     .last = s == num_stages - 1,
+                                                     .tp = par.tp,
+                                                     .sp = par.sp});
+    sc.params = cm.params;
+    sc.param_bytes = cm.param_bytes;
+    sc.grad_bytes = cm.grad_bytes;
+    const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
+                          : t.optimizer == Optimizer::kSgdMomentum ? 4
+                                                                   : 0;
+    // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
+    const bool zero1 = par.zero == 1 && par.dp > 1;
+    const I64 shard = (cm.params + par.dp - 1) / par.dp;
+    sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
+    sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
+    sc.activation_bytes_per_microbatch = cm.activations_full;
+    sc.activation_bytes_pending_w = cm.activations_pending_w;
+    sc.activation_transient_bytes = cm.activations_i_transient;
+    sc.p2p_bytes = static_cast<double>(cm.boundary_bytes);
+    sc.comm_buffer_bytes = 0;
+    sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
+    sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
+    // Its data-parallel reduction: a ring all-reduce of the float32 gradients. ZeRO-1: a
+    // reduce-scatter of the padded gradients and, after the step, an all-gather of the padded
+    // parameters. Whole bytes call by call, as the executor counts them.
+    const I64 dp_bytes =
+        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, par.dp) +
+                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, par.dp)
+              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, par.dp);
+    sc.dp_reduce_bytes = static_cast<double>(dp_bytes);
   }
+}
+
+}  // namespace
+
+// The phases in order; each is a function above.
+Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
+  Expected<std::vector<int>> split = CheckInputs(in, num_stages);
+  if (!split) return split.error();
+  JobCosts jc = JobHeader(in);
+  const RankLayout layout(in.parallel, jc.cluster.rank_order);
+  const Context c = MakeContext(jc, in.parallel, layout);
+  const Link pp_link = PipelineLink(jc, layout, c.topo);
+  jc.stages = BuildStages(MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages), *split);
+  if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }
 

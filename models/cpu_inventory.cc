@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "models/comm.h"
+
 namespace pipetwin::models {
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
@@ -59,22 +61,22 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   // N·h partial sums, or under SP an all-gather into and a reduce-scatter out of each
   // region. The last chunk under SP adds the loss's one-float all-reduce; once a step, SP
   // all-reduces the replicated gradients (LayerNorms, row-parallel biases, embedding, head).
-  const auto ring = [&](double factor, std::int64_t elems) -> std::int64_t {
-    if (c.tp <= 1) return 0;
-    return static_cast<std::int64_t>(factor * static_cast<double>(c.tp - 1) /
-                                     static_cast<double>(c.tp) * static_cast<double>(elems * kF));
+  // Whole bytes per call, as the executor counts them (comm.h).
+  const auto sent = [&](Collective k, std::int64_t elems) {
+    return RingBytesSentPerRank(k, elems * kF, static_cast<int>(c.tp));
   };
   const std::int64_t per_pass =
-      c.sp ? 2 * (ring(1.0, n * h) + ring(1.0, n * h)) : 2 * ring(2.0, n * h);
+      c.sp ? 2 * (sent(Collective::kAllGather, n * h) + sent(Collective::kReduceScatter, n * h))
+           : 2 * sent(Collective::kAllReduceRing, n * h);
   std::int64_t tp_mb = layers * 2 * per_pass;
-  if (c.last && c.sp) tp_mb += ring(2.0, 1);
+  if (c.last && c.sp) tp_mb += sent(Collective::kAllReduceRing, 1);
   std::int64_t replicated = layers * 6 * h;
   if (c.first) replicated += v * h + c.seq_len * h;
   if (c.last) replicated += 2 * h + h * v;
 
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
-  m.tp_bytes_per_iteration = c.sp ? ring(2.0, replicated) : 0;
+  m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;
   m.grad_bytes = m.param_bytes;

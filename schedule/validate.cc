@@ -17,15 +17,17 @@ class ActionTable {
         v_(static_cast<std::size_t>(kNumActionKinds) * static_cast<std::size_t>(stages) *
                static_cast<std::size_t>(microbatches),
            kNone) {}
-  int& at(ActionKind k, int stage, int mb) {
-    const std::size_t i = (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages_) +
-                           static_cast<std::size_t>(stage)) *
-                              static_cast<std::size_t>(mbs_) +
-                          static_cast<std::size_t>(std::max(mb, 0));
-    return v_[i];
-  }
+  int& at(ActionKind k, int stage, int mb) { return v_[Index(k, stage, mb)]; }
+  int at(ActionKind k, int stage, int mb) const { return v_[Index(k, stage, mb)]; }
 
  private:
+  std::size_t Index(ActionKind k, int stage, int mb) const {
+    return (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages_) +
+            static_cast<std::size_t>(stage)) *
+               static_cast<std::size_t>(mbs_) +
+           static_cast<std::size_t>(std::max(mb, 0));
+  }
+
   int stages_;
   int mbs_;
   std::vector<int> v_;
@@ -90,17 +92,36 @@ std::string FormatGrid(const Schedule& s, const std::vector<std::pair<int, int>>
   return os.str();
 }
 
-Status ValidateSchedule(const Schedule& s, const std::string& source) {
+namespace {
+
+// What the phases share: the schedule, where it came from (for messages) and the step of each
+// action on its rank.
+struct Checker {
+  const Schedule& s;
+  const std::string& source;
+  ActionTable pos;
+
+  int RankOf(int st) const { return s.stage_to_rank[static_cast<std::size_t>(st)]; }
+};
+
+// Phase 1: ranks, stages and microbatches exist, one program per rank, a rank per stage.
+Status CheckShape(const Schedule& s, const std::string& source) {
   const int S = s.num_stages;
   const int M = s.num_microbatches;
   if (s.num_ranks < 1 || S < 1 || M < 1 || static_cast<int>(s.stage_to_rank.size()) != S ||
       static_cast<int>(s.programs.size()) != s.num_ranks) {
     return Error::BadInput(source + ": invalid schedule: empty or inconsistent shape");
   }
-  const auto rank_of = [&](int st) { return s.stage_to_rank[static_cast<std::size_t>(st)]; };
+  return OkStatus();
+}
 
-  // 1. Every action is in range and on the rank that holds its stage.
-  ActionTable pos(S, M);  // step of each action on its rank
+// Phase 2: every action is in range, on the rank that holds its stage, and appears once;
+// records its step in c.pos.
+Status IndexActions(Checker& c) {
+  const Schedule& s = c.s;
+  const std::string& source = c.source;
+  const int S = s.num_stages;
+  const int M = s.num_microbatches;
   for (int r = 0; r < s.num_ranks; ++r) {
     const auto& prog = s.programs[static_cast<std::size_t>(r)];
     for (int i = 0; i < static_cast<int>(prog.size()); ++i) {
@@ -111,10 +132,10 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
                         std::to_string(a.stage) + ", but stages are 0.." + std::to_string(S - 1),
                     {{r, i}});
       }
-      if (rank_of(a.stage) != r) {
+      if (c.RankOf(a.stage) != r) {
         return Fail(s, source,
                     RankStep(r, i) + ": " + a.ToString() + ": stage " + std::to_string(a.stage) +
-                        " lives on rank " + std::to_string(rank_of(a.stage)),
+                        " lives on rank " + std::to_string(c.RankOf(a.stage)),
                     {{r, i}});
       }
       if (HasMicrobatch(a.kind) && (a.microbatch < 0 || a.microbatch >= M)) {
@@ -123,7 +144,7 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
                         std::to_string(M - 1),
                     {{r, i}});
       }
-      int& p = pos.at(a.kind, a.stage, a.microbatch);
+      int& p = c.pos.at(a.kind, a.stage, a.microbatch);
       if (p != kNone) {
         return Fail(s, source,
                     RankStep(r, i) + ": " + a.ToString() + " appears twice (first at step " +
@@ -133,167 +154,255 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       p = i;
     }
   }
+  return OkStatus();
+}
 
-  // 2. Counts: F once; B once, or I and W once; one SEND and one RECV per cross-rank edge.
-  const bool comms = s.HasComms();
-  for (int st = 0; st < S; ++st) {
-    const int r = rank_of(st);
-    for (int mb = 0; mb < M; ++mb) {
-      // Built only when something fails: validation runs on every simulated configuration.
-      const auto where = [&] {
-        return "stage " + std::to_string(st) + ", microbatch " + std::to_string(mb) + " (rank " +
-               std::to_string(r) + ")";
-      };
-      if (pos.at(ActionKind::kForward, st, mb) == kNone) {
-        return Fail(s, source,
-                    where() + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(),
-                    {});
-      }
-      const int b = pos.at(ActionKind::kBackward, st, mb);
-      const int in = pos.at(ActionKind::kBackwardInput, st, mb);
-      const int w = pos.at(ActionKind::kBackwardWeight, st, mb);
-      if (b != kNone && (in != kNone || w != kNone)) {
-        return Fail(s, source, where() + ": has both a full backward B and a split I/W",
-                    {{r, b}, {r, in != kNone ? in : w}});
-      }
-      if (b == kNone && (in == kNone || w == kNone)) {
-        const char* missing = in == kNone && w == kNone ? "no backward (B, or I and W)"
-                              : in == kNone             ? "a W without its I"
-                                                        : "an I without its W";
-        return Fail(s, source, where() + ": " + missing,
-                    in != kNone  ? std::vector<std::pair<int, int>>{{r, in}}
-                    : w != kNone ? std::vector<std::pair<int, int>>{{r, w}}
-                                 : std::vector<std::pair<int, int>>{});
-      }
+// "stage S, microbatch M (rank R)", for messages; built only when something fails, since
+// validation runs on every simulated configuration.
+std::string Where(int st, int mb, int r) {
+  return "stage " + std::to_string(st) + ", microbatch " + std::to_string(mb) + " (rank " +
+         std::to_string(r) + ")";
+}
+
+// Phase 3a: the stage runs F once for the microbatch, and either B once or I and W once.
+Status CheckComputeCounts(const Checker& c, int st, int mb) {
+  const Schedule& s = c.s;
+  const std::string& source = c.source;
+  const int r = c.RankOf(st);
+  if (c.pos.at(ActionKind::kForward, st, mb) == kNone) {
+    return Fail(
+        s, source,
+        Where(st, mb, r) + ": no forward " + Action{st, ActionKind::kForward, mb}.ToString(), {});
+  }
+  const int b = c.pos.at(ActionKind::kBackward, st, mb);
+  const int in = c.pos.at(ActionKind::kBackwardInput, st, mb);
+  const int w = c.pos.at(ActionKind::kBackwardWeight, st, mb);
+  if (b != kNone && (in != kNone || w != kNone)) {
+    return Fail(s, source, Where(st, mb, r) + ": has both a full backward B and a split I/W",
+                {{r, b}, {r, in != kNone ? in : w}});
+  }
+  if (b == kNone && (in == kNone || w == kNone)) {
+    const char* missing = in == kNone && w == kNone ? "no backward (B, or I and W)"
+                          : in == kNone             ? "a W without its I"
+                                                    : "an I without its W";
+    return Fail(s, source, Where(st, mb, r) + ": " + missing,
+                in != kNone  ? std::vector<std::pair<int, int>>{{r, in}}
+                : w != kNone ? std::vector<std::pair<int, int>>{{r, w}}
+                             : std::vector<std::pair<int, int>>{});
+  }
+  return OkStatus();
+}
+
+// Phase 3b, with communication: one SEND and one RECV per cross-rank edge of the stage and
+// microbatch, and none where the neighbouring stage is on the same rank or does not exist.
+Status CheckSendRecvPairs(const Checker& c, int st, int mb) {
+  const Schedule& s = c.s;
+  const std::string& source = c.source;
+  const int S = s.num_stages;
+  const int r = c.RankOf(st);
+  struct Edge {
+    ActionKind kind;
+    int stage;
+    bool needed;
+  };
+  const bool down = st < S - 1 && c.RankOf(st + 1) != r;  // to the next stage
+  const bool up = st > 0 && c.RankOf(st - 1) != r;        // to the previous stage
+  const Edge edges[] = {{ActionKind::kSendF, st, down},
+                        {ActionKind::kRecvF, st, up},
+                        {ActionKind::kSendB, st, up},
+                        {ActionKind::kRecvB, st, down}};
+  for (const Edge& e : edges) {
+    const int p = c.pos.at(e.kind, e.stage, mb);
+    if (e.needed && p == kNone) {
+      return Fail(s, source,
+                  Where(st, mb, r) + ": missing " + Action{e.stage, e.kind, mb}.ToString() +
+                      " (the neighbouring stage lives on another rank)",
+                  {});
+    }
+    if (!e.needed && p != kNone) {
+      return Fail(s, source,
+                  RankStep(r, p) + ": " + Action{e.stage, e.kind, mb}.ToString() +
+                      " has no peer (the neighbouring stage is on the same rank or does not "
+                      "exist)",
+                  {{r, p}});
+    }
+  }
+  return OkStatus();
+}
+
+// Phase 3: counts, stage by stage and microbatch by microbatch.
+Status CheckCounts(const Checker& c) {
+  const bool comms = c.s.HasComms();
+  for (int st = 0; st < c.s.num_stages; ++st) {
+    for (int mb = 0; mb < c.s.num_microbatches; ++mb) {
+      if (Status e = CheckComputeCounts(c, st, mb); !e) return e;
       if (!comms) continue;
-      struct Edge {
-        ActionKind kind;
-        int stage;
-        bool needed;
-      };
-      const bool down = st < S - 1 && rank_of(st + 1) != r;  // to the next stage
-      const bool up = st > 0 && rank_of(st - 1) != r;        // to the previous stage
-      const Edge edges[] = {{ActionKind::kSendF, st, down},
-                            {ActionKind::kRecvF, st, up},
-                            {ActionKind::kSendB, st, up},
-                            {ActionKind::kRecvB, st, down}};
-      for (const Edge& e : edges) {
-        const int p = pos.at(e.kind, e.stage, mb);
-        if (e.needed && p == kNone) {
-          return Fail(s, source,
-                      where() + ": missing " + Action{e.stage, e.kind, mb}.ToString() +
-                          " (the neighbouring stage lives on another rank)",
-                      {});
-        }
-        if (!e.needed && p != kNone) {
-          return Fail(s, source,
-                      RankStep(r, p) + ": " + Action{e.stage, e.kind, mb}.ToString() +
-                          " has no peer (the neighbouring stage is on the same rank or does not "
-                          "exist)",
-                      {{r, p}});
-        }
-      }
+      if (Status e = CheckSendRecvPairs(c, st, mb); !e) return e;
     }
   }
+  return OkStatus();
+}
 
-  // 3. Order on each rank.
-  for (int st = 0; st < S; ++st) {
-    const int r = rank_of(st);
-    auto before = [&](ActionKind ka, int sa, ActionKind kb, int sb, int mb,
-                      const char* why) -> Status {
-      const int pa = pos.at(ka, sa, mb);
-      const int pb = pos.at(kb, sb, mb);
-      if (pa == kNone || pb == kNone || pa < pb) return OkStatus();
-      const std::string na = Action{sa, ka, mb}.ToString();
-      const std::string nb = Action{sb, kb, mb}.ToString();
-      return Fail(s, source,
-                  "rank " + std::to_string(r) + ": " + nb + " (step " + std::to_string(pb) +
-                      ") comes before " + na + " (step " + std::to_string(pa) + "): " + why,
-                  {{r, pa}, {r, pb}});
-    };
-    int last_grad = kNone;
-    for (int mb = 0; mb < M; ++mb) {
-      const bool split = pos.at(ActionKind::kBackward, st, mb) == kNone;
-      const ActionKind ig = split ? ActionKind::kBackwardInput : ActionKind::kBackward;
-      const Status checks[] = {
-          before(ActionKind::kForward, st, ig, st, mb, "a backward needs its forward first"),
-          before(ActionKind::kBackwardInput, st, ActionKind::kBackwardWeight, st, mb,
-                 "W needs the output gradient that I receives"),
-          before(ActionKind::kRecvF, st, ActionKind::kForward, st, mb,
-                 "a forward needs its input received first"),
-          before(ActionKind::kForward, st, ActionKind::kSendF, st, mb,
-                 "a send needs the forward's output"),
-          before(ActionKind::kRecvB, st, ig, st, mb,
-                 "a backward needs its gradient received first"),
-          before(ig, st, ActionKind::kSendB, st, mb, "a send needs the backward's input gradient"),
-      };
-      for (const Status& c : checks) {
-        if (!c) return c;
-      }
-      if (st > 0 && rank_of(st - 1) == r) {
-        if (Status c = before(ActionKind::kForward, st - 1, ActionKind::kForward, st, mb,
-                              "a chunk's forward needs the previous chunk's output");
-            !c) {
-          return c;
-        }
-      }
-      if (st < S - 1 && rank_of(st + 1) == r) {
-        const bool split_next = pos.at(ActionKind::kBackward, st + 1, mb) == kNone;
-        if (Status c =
-                before(split_next ? ActionKind::kBackwardInput : ActionKind::kBackward, st + 1, ig,
-                       st, mb, "a chunk's backward needs the next chunk's input gradient");
-            !c) {
-          return c;
-        }
-      }
-      last_grad = std::max(
-          last_grad, pos.at(split ? ActionKind::kBackwardWeight : ActionKind::kBackward, st, mb));
-    }
-    const int rg = pos.at(ActionKind::kReduceGrad, st, 0);
-    const int opt = pos.at(ActionKind::kOptimizer, st, 0);
-    if (rg != kNone && rg < last_grad) {
-      return Fail(s, source,
-                  "rank " + std::to_string(r) + ": " + std::to_string(st) +
-                      "REDUCE_GRAD comes before the last gradient of its stage",
-                  {{r, rg}, {r, last_grad}});
-    }
-    if (opt != kNone && (opt < last_grad || (rg != kNone && opt < rg))) {
-      return Fail(s, source,
-                  "rank " + std::to_string(r) + ": " + std::to_string(st) +
-                      "OPT comes before its stage's gradients are complete",
-                  {{r, opt}, {r, std::max(last_grad, rg)}});
+// On rank r, sa's action ka of microbatch mb comes before sb's kb (when both exist), else
+// the error, with `why`.
+Status Before(const Checker& c, int r, ActionKind ka, int sa, ActionKind kb, int sb, int mb,
+              const char* why) {
+  const int pa = c.pos.at(ka, sa, mb);
+  const int pb = c.pos.at(kb, sb, mb);
+  if (pa == kNone || pb == kNone || pa < pb) return OkStatus();
+  const std::string na = Action{sa, ka, mb}.ToString();
+  const std::string nb = Action{sb, kb, mb}.ToString();
+  return Fail(c.s, c.source,
+              "rank " + std::to_string(r) + ": " + nb + " (step " + std::to_string(pb) +
+                  ") comes before " + na + " (step " + std::to_string(pa) + "): " + why,
+              {{r, pa}, {r, pb}});
+}
+
+// Phase 4a: one microbatch's order on its stage's rank: F, I (or B) and W, receives before
+// and sends after their compute, and chunks of the same rank in model order.
+Status CheckMicrobatchOrder(const Checker& c, int st, int mb) {
+  const int r = c.RankOf(st);
+  const bool split = c.pos.at(ActionKind::kBackward, st, mb) == kNone;
+  const ActionKind ig = split ? ActionKind::kBackwardInput : ActionKind::kBackward;
+  const Status checks[] = {
+      Before(c, r, ActionKind::kForward, st, ig, st, mb, "a backward needs its forward first"),
+      Before(c, r, ActionKind::kBackwardInput, st, ActionKind::kBackwardWeight, st, mb,
+             "W needs the output gradient that I receives"),
+      Before(c, r, ActionKind::kRecvF, st, ActionKind::kForward, st, mb,
+             "a forward needs its input received first"),
+      Before(c, r, ActionKind::kForward, st, ActionKind::kSendF, st, mb,
+             "a send needs the forward's output"),
+      Before(c, r, ActionKind::kRecvB, st, ig, st, mb,
+             "a backward needs its gradient received first"),
+      Before(c, r, ig, st, ActionKind::kSendB, st, mb,
+             "a send needs the backward's input gradient"),
+  };
+  for (const Status& e : checks) {
+    if (!e) return e;
+  }
+  if (st > 0 && c.RankOf(st - 1) == r) {
+    if (Status e = Before(c, r, ActionKind::kForward, st - 1, ActionKind::kForward, st, mb,
+                          "a chunk's forward needs the previous chunk's output");
+        !e) {
+      return e;
     }
   }
+  if (st < c.s.num_stages - 1 && c.RankOf(st + 1) == r) {
+    const bool split_next = c.pos.at(ActionKind::kBackward, st + 1, mb) == kNone;
+    if (Status e =
+            Before(c, r, split_next ? ActionKind::kBackwardInput : ActionKind::kBackward, st + 1,
+                   ig, st, mb, "a chunk's backward needs the next chunk's input gradient");
+        !e) {
+      return e;
+    }
+  }
+  return OkStatus();
+}
 
-  // 4. Dry run: sends never block, a receive waits for its send, a compute action waits for
-  //    its cross-rank input where the schedule carries no communication.
-  ActionTable done(S, M);  // 1 once executed
-  std::vector<std::size_t> pc(static_cast<std::size_t>(s.num_ranks), 0);
-  auto ready = [&](const Action& a) -> bool {
-    const int st = a.stage;
-    const int mb = a.microbatch;
+// Phase 4b: the stage's REDUCE_GRAD and OPT come after its last gradient (OPT also after
+// REDUCE_GRAD).
+Status CheckStageTail(const Checker& c, int st) {
+  const int r = c.RankOf(st);
+  int last_grad = kNone;
+  for (int mb = 0; mb < c.s.num_microbatches; ++mb) {
+    const bool split = c.pos.at(ActionKind::kBackward, st, mb) == kNone;
+    last_grad = std::max(
+        last_grad, c.pos.at(split ? ActionKind::kBackwardWeight : ActionKind::kBackward, st, mb));
+  }
+  const int rg = c.pos.at(ActionKind::kReduceGrad, st, 0);
+  const int opt = c.pos.at(ActionKind::kOptimizer, st, 0);
+  if (rg != kNone && rg < last_grad) {
+    return Fail(c.s, c.source,
+                "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                    "REDUCE_GRAD comes before the last gradient of its stage",
+                {{r, rg}, {r, last_grad}});
+  }
+  if (opt != kNone && (opt < last_grad || (rg != kNone && opt < rg))) {
+    return Fail(c.s, c.source,
+                "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                    "OPT comes before its stage's gradients are complete",
+                {{r, opt}, {r, std::max(last_grad, rg)}});
+  }
+  return OkStatus();
+}
+
+// Phase 4: order on each rank, stage by stage.
+Status CheckOrder(const Checker& c) {
+  for (int st = 0; st < c.s.num_stages; ++st) {
+    for (int mb = 0; mb < c.s.num_microbatches; ++mb) {
+      if (Status e = CheckMicrobatchOrder(c, st, mb); !e) return e;
+    }
+    if (Status e = CheckStageTail(c, st); !e) return e;
+  }
+  return OkStatus();
+}
+
+// Whether `a` can run in the dry run, given the actions done so far: sends never block, a
+// receive waits for its send, a compute action waits for its cross-rank input where the
+// schedule carries no communication.
+bool Ready(const Checker& c, const ActionTable& done, bool comms, const Action& a) {
+  const int st = a.stage;
+  const int mb = a.microbatch;
+  switch (a.kind) {
+    case ActionKind::kRecvF:
+      return done.at(ActionKind::kSendF, st - 1, mb) != kNone;
+    case ActionKind::kRecvB:
+      return done.at(ActionKind::kSendB, st + 1, mb) != kNone;
+    case ActionKind::kForward:
+      if (comms || st == 0 || c.RankOf(st - 1) == c.RankOf(st)) return true;
+      return done.at(ActionKind::kForward, st - 1, mb) != kNone;
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+      if (comms || st == c.s.num_stages - 1 || c.RankOf(st + 1) == c.RankOf(st)) return true;
+      return done.at(ActionKind::kBackward, st + 1, mb) != kNone ||
+             done.at(ActionKind::kBackwardInput, st + 1, mb) != kNone;
+    case ActionKind::kBackwardWeight:
+    case ActionKind::kSendF:
+    case ActionKind::kSendB:
+    case ActionKind::kReduceGrad:
+    case ActionKind::kOptimizer:
+      return true;  // local order was checked above
+  }
+  return true;
+}
+
+// Phase 6: the deadlock error: what each stuck rank's next action waits for, marked on the
+// grid.
+Error DeadlockError(const Checker& c, const std::vector<std::size_t>& pc) {
+  const Schedule& s = c.s;
+  std::string why = "deadlock: no rank can make progress";
+  std::vector<std::pair<int, int>> marks;
+  for (int r = 0; r < s.num_ranks; ++r) {
+    const auto& prog = s.programs[static_cast<std::size_t>(r)];
+    const std::size_t i = pc[static_cast<std::size_t>(r)];
+    if (i >= prog.size()) continue;
+    const Action& a = prog[i];
+    std::string waits;
     switch (a.kind) {
       case ActionKind::kRecvF:
-        return done.at(ActionKind::kSendF, st - 1, mb) != kNone;
       case ActionKind::kRecvB:
-        return done.at(ActionKind::kSendB, st + 1, mb) != kNone;
+        waits = MatchingP2P(a).ToString();
+        break;
       case ActionKind::kForward:
-        if (comms || st == 0 || rank_of(st - 1) == rank_of(st)) return true;
-        return done.at(ActionKind::kForward, st - 1, mb) != kNone;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (comms || st == S - 1 || rank_of(st + 1) == rank_of(st)) return true;
-        return done.at(ActionKind::kBackward, st + 1, mb) != kNone ||
-               done.at(ActionKind::kBackwardInput, st + 1, mb) != kNone;
-      case ActionKind::kBackwardWeight:
-      case ActionKind::kSendF:
-      case ActionKind::kSendB:
-      case ActionKind::kReduceGrad:
-      case ActionKind::kOptimizer:
-        return true;  // local order was checked above
+        waits = Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();
+        break;
+      default:
+        waits = "the next stage's backward of microbatch " + std::to_string(a.microbatch);
+        break;
     }
-    return true;
-  };
+    why += "\n  " + RankStep(r, static_cast<int>(i)) + ": " + a.ToString() + " waits for " + waits;
+    marks.emplace_back(r, static_cast<int>(i));
+  }
+  return Fail(s, c.source, why, marks);
+}
+
+// Phase 5: the dry run over all ranks, each as far as it can go, until every action ran
+// (valid) or no rank can make progress (the deadlock error).
+Status DryRun(const Checker& c) {
+  const Schedule& s = c.s;
+  const bool comms = s.HasComms();
+  ActionTable done(s.num_stages, s.num_microbatches);  // 1 once executed
+  std::vector<std::size_t> pc(static_cast<std::size_t>(s.num_ranks), 0);
   bool progress = true;
   std::size_t remaining = s.NumActions();
   while (remaining > 0 && progress) {
@@ -301,7 +410,7 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
     for (int r = 0; r < s.num_ranks; ++r) {
       const auto& prog = s.programs[static_cast<std::size_t>(r)];
       std::size_t& i = pc[static_cast<std::size_t>(r)];
-      while (i < prog.size() && ready(prog[i])) {
+      while (i < prog.size() && Ready(c, done, comms, prog[i])) {
         done.at(prog[i].kind, prog[i].stage, prog[i].microbatch) = 1;
         ++i;
         --remaining;
@@ -309,34 +418,20 @@ Status ValidateSchedule(const Schedule& s, const std::string& source) {
       }
     }
   }
-  if (remaining > 0) {
-    std::string why = "deadlock: no rank can make progress";
-    std::vector<std::pair<int, int>> marks;
-    for (int r = 0; r < s.num_ranks; ++r) {
-      const auto& prog = s.programs[static_cast<std::size_t>(r)];
-      const std::size_t i = pc[static_cast<std::size_t>(r)];
-      if (i >= prog.size()) continue;
-      const Action& a = prog[i];
-      std::string waits;
-      switch (a.kind) {
-        case ActionKind::kRecvF:
-        case ActionKind::kRecvB:
-          waits = MatchingP2P(a).ToString();
-          break;
-        case ActionKind::kForward:
-          waits = Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();
-          break;
-        default:
-          waits = "the next stage's backward of microbatch " + std::to_string(a.microbatch);
-          break;
-      }
-      why +=
-          "\n  " + RankStep(r, static_cast<int>(i)) + ": " + a.ToString() + " waits for " + waits;
-      marks.emplace_back(r, static_cast<int>(i));
-    }
-    return Fail(s, source, why, marks);
-  }
+  if (remaining > 0) return DeadlockError(c, pc);
   return OkStatus();
+}
+
+}  // namespace
+
+// The phases in order; the first failure is the error.
+Status ValidateSchedule(const Schedule& s, const std::string& source) {
+  if (Status e = CheckShape(s, source); !e) return e;
+  Checker c{s, source, ActionTable(s.num_stages, s.num_microbatches)};
+  if (Status e = IndexActions(c); !e) return e;
+  if (Status e = CheckCounts(c); !e) return e;
+  if (Status e = CheckOrder(c); !e) return e;
+  return DryRun(c);
 }
 
 }  // namespace pipetwin

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 namespace pipetwin::models {
 namespace {
 
@@ -46,6 +48,29 @@ TEST(CommTest, NcclTestsBusBandwidth) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kAllReduceRing, n), 2.0 * 7 / 8);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kReduceScatter, n), 7.0 / 8);
   EXPECT_DOUBLE_EQ(BytesSentPerRank(Collective::kAllReduceRing, S, n), 2.0 * 7 / 8 * S);
+}
+
+TEST(CommTest, RingBytesSentPerRankTruncatesCallByCall) {
+  // Whole bytes, truncated toward zero, as the executors count one call.
+  EXPECT_EQ(RingBytesSentPerRank(Collective::kAllReduceRing, 10, 3), 13);  // 13.33
+  EXPECT_EQ(RingBytesSentPerRank(Collective::kAllGather, 10, 3), 6);       // 6.67
+  EXPECT_EQ(RingBytesSentPerRank(Collective::kReduceScatter, 4096, 4), 3072);
+  EXPECT_EQ(RingBytesSentPerRank(Collective::kAllReduceRing, 4096, 1), 0);
+  EXPECT_EQ(RingBytesSentPerRank(Collective::kSendRecv, 7, 1), 7);
+  // The same numbers as the executors' own count, factor (n - 1) / n * bytes in that order
+  // (2 for an all-reduce, 1 for the others).
+  for (int n : {2, 3, 5, 6, 7, 8, 12}) {
+    for (std::int64_t b : {1, 4, 1000, 123457, 40'000'004}) {
+      for (Collective c :
+           {Collective::kAllReduceRing, Collective::kAllGather, Collective::kReduceScatter}) {
+        const double factor = c == Collective::kAllReduceRing ? 2.0 : 1.0;
+        EXPECT_EQ(RingBytesSentPerRank(c, b, n),
+                  static_cast<std::int64_t>(factor * static_cast<double>(n - 1) /
+                                            static_cast<double>(n) * static_cast<double>(b)))
+            << ToString(c) << " n=" << n << " bytes=" << b;
+      }
+    }
+  }
 }
 
 TEST(CommTest, GroupsSpanningNodesCostMore) {

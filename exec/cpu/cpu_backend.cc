@@ -6,14 +6,15 @@
 #include <stdexcept>
 #include <utility>
 
+#include "models/comm.h"
+
 namespace pipetwin::exec {
 namespace {
 
-std::int64_t RingBytes(std::size_t elems, int n, double factor) {
-  return n <= 1 ? 0
-                : static_cast<std::int64_t>(factor * static_cast<double>(n - 1) /
-                                            static_cast<double>(n) *
-                                            static_cast<double>(elems * sizeof(float)));
+// Bytes one rank sends in a ring collective over `elems` floats: the one table of collective
+// formulas (models/comm.h), so that predicted and measured bytes agree by construction.
+std::int64_t RingBytes(models::Collective c, std::size_t elems, int n) {
+  return models::RingBytesSentPerRank(c, static_cast<std::int64_t>(elems * sizeof(float)), n);
 }
 
 }  // namespace
@@ -35,7 +36,7 @@ void MpiCollectives::AllReduceSum(std::span<float> data) {
   PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT,
                               MPI_SUM, comm_, &req));
   Wait(&req, "all-reduce");
-  bytes_sent_ += RingBytes(data.size(), size_, 2.0);
+  bytes_sent_ += RingBytes(models::Collective::kAllReduceRing, data.size(), size_);
 }
 
 void MpiCollectives::AllGather(std::span<const float> in, std::span<float> out) {
@@ -43,7 +44,7 @@ void MpiCollectives::AllGather(std::span<const float> in, std::span<float> out) 
   PT_MPI_CHECK(MPI_Iallgather(in.data(), static_cast<int>(in.size()), MPI_FLOAT, out.data(),
                               static_cast<int>(in.size()), MPI_FLOAT, comm_, &req));
   Wait(&req, "all-gather");
-  bytes_sent_ += RingBytes(out.size(), size_, 1.0);
+  bytes_sent_ += RingBytes(models::Collective::kAllGather, out.size(), size_);
 }
 
 void MpiCollectives::ReduceScatterSum(std::span<const float> in, std::span<float> out) {
@@ -51,7 +52,7 @@ void MpiCollectives::ReduceScatterSum(std::span<const float> in, std::span<float
   PT_MPI_CHECK(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
                                          MPI_FLOAT, MPI_SUM, comm_, &req));
   Wait(&req, "reduce-scatter");
-  bytes_sent_ += RingBytes(in.size(), size_, 1.0);
+  bytes_sent_ += RingBytes(models::Collective::kReduceScatter, in.size(), size_);
 }
 
 CpuBackend::CpuBackend(const BackendConfig& cfg)
@@ -217,7 +218,7 @@ void CpuBackend::Compute(const Action& a) {
         WaitRequest(&req, cfg_.timeout_s, [&] {
           return a.ToString() + ": ZeRO-1 parameter all-gather over data parallelism";
         });
-        bytes_dp_ += RingBytes(gathered.span().size(), cfg_.dp, 1.0);
+        bytes_dp_ += RingBytes(models::Collective::kAllGather, gathered.span().size(), cfg_.dp);
         std::copy(gathered.data(), gathered.data() + n, c.params().begin());
         zero_grads_.erase(s);
       }
@@ -313,10 +314,10 @@ void CpuBackend::StartReduceGrad(int stage) {
 GradReduction CpuBackend::Reduction(int stage) const {
   if (cfg_.zero1) {
     const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
-    return {padded, true, RingBytes(padded, cfg_.dp, 1.0)};
+    return {padded, true, RingBytes(models::Collective::kReduceScatter, padded, cfg_.dp)};
   }
   const std::size_t n = chunks_.at(stage)->grads().size();
-  return {n, false, RingBytes(n, cfg_.dp, 2.0)};
+  return {n, false, RingBytes(models::Collective::kAllReduceRing, n, cfg_.dp)};
 }
 
 std::size_t CpuBackend::Shard(int stage) const {

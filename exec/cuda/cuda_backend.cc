@@ -13,6 +13,7 @@
 #include "exec/cuda/nccl_comms.h"
 #include "exec/cuda/p2p_plan.h"
 #include "exec/model/data.h"
+#include "models/comm.h"
 #include "models/training.h"
 
 namespace pipetwin::exec {
@@ -414,8 +415,8 @@ void CudaBackend<T>::StartReduceGrad(int stage) {
     PT_CUDA_CHECK(cudaEventDestroy(it->second));
   }
   reduce_done_[stage] = done;
-  const double d = cfg_.dp;
-  bytes_dp_ += static_cast<std::int64_t>(2.0 * (d - 1) / d * static_cast<double>(n * sizeof(T)));
+  bytes_dp_ += models::RingBytesSentPerRank(models::Collective::kAllReduceRing,
+                                            static_cast<std::int64_t>(n * sizeof(T)), cfg_.dp);
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 
 #include "exec/cuda/kernels.h"
 #include "exec/cuda/layout.h"
+#include "models/comm.h"
 
 namespace pipetwin::cuda {
 
@@ -122,22 +123,25 @@ void CudaChunk<T>::TpCollective(int kind, const T* in, T* out, std::size_t count
   PT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   PT_CUDA_CHECK(cudaEventRecord(ready, ctx_->compute));
   PT_CUDA_CHECK(cudaStreamWaitEvent(ctx_->tp_stream, ready, 0));
-  const auto n = static_cast<double>(tp_.size);
-  const double ring = (n - 1) / n;
+  // Bytes this rank sends, from the one table of collective formulas (models/comm.h).
+  const auto sent = [&](models::Collective c, std::size_t elements) {
+    return models::RingBytesSentPerRank(c, static_cast<I64>(elements * sizeof(T)), tp_.size);
+  };
+  const auto n = static_cast<std::size_t>(tp_.size);
   switch (kind) {
     case kAllReduce:
       PT_NCCL_CHECK(
           ncclAllReduce(in, out, count, NcclType<T>(), ncclSum, ctx_->tp_comm, ctx_->tp_stream));
-      ctx_->tp_bytes += static_cast<I64>(2 * ring * static_cast<double>(count * sizeof(T)));
+      ctx_->tp_bytes += sent(models::Collective::kAllReduceRing, count);
       break;
     case kReduceScatter:  // count: elements of each rank's output
       PT_NCCL_CHECK(ncclReduceScatter(in, out, count, NcclType<T>(), ncclSum, ctx_->tp_comm,
                                       ctx_->tp_stream));
-      ctx_->tp_bytes += static_cast<I64>(ring * n * static_cast<double>(count * sizeof(T)));
+      ctx_->tp_bytes += sent(models::Collective::kReduceScatter, n * count);
       break;
     default:  // kAllGather; count: elements of each rank's input
       PT_NCCL_CHECK(ncclAllGather(in, out, count, NcclType<T>(), ctx_->tp_comm, ctx_->tp_stream));
-      ctx_->tp_bytes += static_cast<I64>(ring * n * static_cast<double>(count * sizeof(T)));
+      ctx_->tp_bytes += sent(models::Collective::kAllGather, n * count);
       break;
   }
   PT_CUDA_CHECK(cudaEventRecord(done, ctx_->tp_stream));

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "exec/backend_registry.h"
@@ -131,15 +132,14 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   return t;
 }
 
-}  // namespace
-
-Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
+// Phase 1: what this executor can run, and the world mpirun started for it.
+Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world) {
   const JobConfig& cfg = job.config;
-  const ExecutionConfig* exe = &cfg.execution;
-  if (opts.interleave_calibration && (exe->steps < 2 || exe->steps % 2 != 0)) {
+  const ExecutionConfig& exe = cfg.execution;
+  if (opts.interleave_calibration && (exe.steps < 2 || exe.steps % 2 != 0)) {
     return Error::Failure(job.path() + ": interleaved calibration needs an even number of steps " +
                           "(a calibration step before each measured step), got " +
-                          std::to_string(exe->steps));
+                          std::to_string(exe.steps));
   }
   if (!BackendRegistered(opts.backend)) {
     std::string known;
@@ -157,8 +157,6 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
                          "`run` (simulate models all three)");
   }
-  int world = 0;
-  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   if (world != par.WorldSize()) {
     return Error::BadInput(
         job.path() + ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) + " × " +
@@ -166,57 +164,56 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
         " = " + std::to_string(par.WorldSize()) + " ranks, but mpirun started " +
         std::to_string(world) + " (use mpirun -np " + std::to_string(par.WorldSize()) + ")");
   }
-  // The model and training of the resolved job (the tiny preset for an abstract job).
-  const models::ModelConfig* model = &cfg.model;
-  const models::TrainingConfig& training = cfg.training;
-  const int micro_batch = training.micro_batch;
-  const bool adam = training.optimizer == models::Optimizer::kAdam;
-  const float momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
-  const int* m = &job.microbatches;
-  auto cpu_model = CpuModel(cfg, *model, micro_batch, exe->seed);
-  if (!cpu_model) return cpu_model.error();
-  const Schedule* sched = &job.schedule;
-  auto layers = models::SplitLayers(*model, sched->num_stages);
-  if (!layers) return layers.error();
+  return OkStatus();
+}
 
-  const models::RankLayout layout(par, cfg.cluster.rank_order);
-  auto groups = Groups::Split(layout);
-  const models::RankCoord me = groups->coord;
+// Phase 2: the backend's configuration for this rank: the resolved job's model and training
+// (the tiny preset for an abstract job), its stage split and this rank's groups.
+Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& groups) {
+  const JobConfig& cfg = job.config;
+  const ExecutionConfig& exe = cfg.execution;
+  const ParallelConfig& par = cfg.parallel;
+  const models::TrainingConfig& training = cfg.training;
+  auto cpu_model = CpuModel(cfg, cfg.model, training.micro_batch, exe.seed);
+  if (!cpu_model) return cpu_model.error();
+  auto layers = models::SplitLayers(cfg.model, job.schedule.num_stages);
+  if (!layers) return layers.error();
+  const models::RankCoord me = groups.coord;
   BackendConfig bc;
   bc.model = *cpu_model;
   bc.layers_per_stage = *layers;
-  bc.stage_to_rank = sched->stage_to_rank;
+  bc.stage_to_rank = job.schedule.stage_to_rank;
   bc.pp_rank = me.pp;
-  bc.microbatches = *m;
+  bc.microbatches = job.microbatches;
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
   if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
     return cfg.source.At("model", *why);
   }
-  bc.adam = adam;
-  bc.momentum = momentum;
+  bc.adam = training.optimizer == models::Optimizer::kAdam;
+  bc.momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
   bc.zero1 = par.zero == 1 && par.dp > 1;
-  bc.learning_rate = static_cast<float>(exe->learning_rate);
-  bc.data_seed = exe->seed;
-  bc.timeout_s = exe->timeout_s;
-  bc.pp_comm = groups->pp;
-  bc.dp_comm = groups->dp;
-  bc.tp_comm = groups->tp;
+  bc.learning_rate = static_cast<float>(exe.learning_rate);
+  bc.data_seed = exe.seed;
+  bc.timeout_s = exe.timeout_s;
+  bc.pp_comm = groups.pp;
+  bc.dp_comm = groups.dp;
+  bc.tp_comm = groups.tp;
   bc.bf16 = training.precision != models::Precision::kFp32;
-  bc.schedule = sched;
+  bc.schedule = &job.schedule;
   bc.job = &job;
-  auto made = MakeBackend(opts.backend, bc);
-  if (!made) return made.error();
-  std::unique_ptr<Backend> backend_owner = std::move(*made);
-  Backend& backend = *backend_owner;
+  return bc;
+}
 
+// Phase 3's engine options: the deadline, the receive window and, with optimizer_sync,
+// Megatron's all-rank gradient-norm reduction before the optimizer step.
+EngineOptions EngineOptionsFor(const JobConfig& cfg, Backend& backend) {
   EngineOptions eo;
-  eo.timeout_s = exe->timeout_s;
-  eo.recv_window = exe->recv_window;
+  eo.timeout_s = cfg.execution.timeout_s;
+  eo.recv_window = cfg.execution.recv_window;
   if (cfg.optimizer_sync) {
-    // Megatron reduces the gradient norm over all ranks before the optimizer step.
-    eo.before_optimizer = [&](Clock::time_point deadline) {
+    eo.before_optimizer = [&backend](Clock::time_point deadline) {
       const double local = backend.GradNormSquared();
       double total = 0;
       MPI_Request req;
@@ -226,39 +223,46 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
       });
     };
   }
-  Engine engine(*sched, me.pp, WorldRank(), backend, eo);
-  // One rank per core: spin a while in waits (exec/mpi_util.h); oversubscribed: back off.
-  SetWaitSpin(world <= static_cast<int>(std::thread::hardware_concurrency())
-                  ? std::chrono::milliseconds(2)
-                  : std::chrono::milliseconds(0));
+  return eo;
+}
 
-  RunResult res;
-  res.root = WorldRank() == 0;
-  const std::vector<int> my_stages = StagesOfRank(*sched, me.pp);
-  const bool loss_rank =
-      me.tp == 0 && sched->stage_to_rank[static_cast<std::size_t>(sched->num_stages - 1)] == me.pp;
+// Phase 3: warm-up and measured (and interleaved calibration) steps; every rank's events of
+// every kept step, the losses, the iteration times and the reference check.
+struct Steps {
   std::vector<std::vector<TimelineEvent>> measured, calibration;
-  const int total_steps = exe->warmup + exe->steps;
+};
+Expected<Steps> RunSteps(const ResolvedJob& job, const RunOptions& opts, const BackendConfig& bc,
+                         Backend& backend, Engine& engine, RunResult& res) {
+  const JobConfig& cfg = job.config;
+  const ExecutionConfig& exe = cfg.execution;
+  const Schedule& s = job.schedule;
+  const int pp_rank = bc.pp_rank;
+  const std::vector<int> my_stages = StagesOfRank(s, pp_rank);
+  const bool loss_rank =
+      bc.tp.rank == 0 && s.stage_to_rank[static_cast<std::size_t>(s.num_stages - 1)] == pp_rank;
+  const double samples = static_cast<double>(job.microbatches) * cfg.parallel.dp;
+  Steps kept;
+  const int total_steps = exe.warmup + exe.steps;
   for (int step = 0; step < total_steps; ++step) {
-    Barrier(exe->timeout_s, "barrier before a step");
-    if (step == exe->warmup) backend.ResetPeakMemory();
-    if (opts.fault.Is(TestFault::Kind::kHang, WorldRank()) && step == exe->warmup) {
+    Barrier(exe.timeout_s, "barrier before a step");
+    if (step == exe.warmup) backend.ResetPeakMemory();
+    if (opts.fault.Is(TestFault::Kind::kHang, WorldRank()) && step == exe.warmup) {
       std::this_thread::sleep_for(std::chrono::hours(1));  // test hook: a rank that stalls
     }
     std::vector<TimelineEvent> events = engine.RunStep(step);
     backend.FinishStep(events);
     // The step's iteration time, as the report builder defines it: the makespan under
     // optimizer_sync, else the longest rank span.
-    const RankStepStats mine_stats = SummarizeRank(events);
+    const RankStepStats mine = SummarizeRank(events);
     const std::array<double, 2> step_max =
-        AllReduceMax(std::array<double, 2>{static_cast<double>(mine_stats.last_end_ns) * 1e-6,
-                                           static_cast<double>(mine_stats.span_ns()) * 1e-6},
-                     exe->timeout_s, "step time");
+        AllReduceMax(std::array<double, 2>{static_cast<double>(mine.last_end_ns) * 1e-6,
+                                           static_cast<double>(mine.span_ns()) * 1e-6},
+                     exe.timeout_s, "step time");
     const double iteration_ms = cfg.optimizer_sync ? step_max[0] : step_max[1];
     const double loss =
-        AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe->timeout_s, "loss") / (*m * par.dp);
+        AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe.timeout_s, "loss") / samples;
     res.losses.push_back(loss);
-    if (opts.fault.Is(TestFault::Kind::kKill, WorldRank()) && step == exe->warmup) {
+    if (opts.fault.Is(TestFault::Kind::kKill, WorldRank()) && step == exe.warmup) {
       std::raise(SIGKILL);  // test hook: a rank that dies mid-run
     }
     if (step == 0 && opts.check_reference) {
@@ -266,27 +270,23 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
       const float perturb = opts.fault.Is(TestFault::Kind::kPerturb, WorldRank()) ? 1.0001f : 1.0f;
       auto err = ReferenceError(bc, backend, my_stages, loss, perturb);
       if (!err) return err.error();
-      res.max_relative_error = AllReduceMax(*err, exe->timeout_s, "reference check");
+      res.max_relative_error = AllReduceMax(*err, exe.timeout_s, "reference check");
     }
-    if (opts.interleave_calibration && step >= exe->warmup && (step - exe->warmup) % 2 == 0) {
-      calibration.push_back(std::move(events));
-    } else if (step >= exe->warmup) {
+    if (opts.interleave_calibration && step >= exe.warmup && (step - exe.warmup) % 2 == 0) {
+      kept.calibration.push_back(std::move(events));
+    } else if (step >= exe.warmup) {
       res.step_ms.push_back(iteration_ms);
-      measured.push_back(std::move(events));
+      kept.measured.push_back(std::move(events));
     }
   }
-  // The median step is the one reported and traced.
-  const std::size_t median = UpperMedianIndex(res.step_ms);
-  const std::vector<TimelineEvent>& mine = measured[median];
-  res.timeline = GatherTimeline(mine, world, exe->timeout_s);
-  if (opts.after_steps) {
-    const auto& shown = opts.interleave_calibration ? calibration : measured;
-    if (Status st = opts.after_steps({shown, backend, *groups, total_steps}); !st) {
-      return st.error();
-    }
-  }
+  return kept;
+}
 
-  // Per-rank numbers, gathered on rank 0, for the report builder.
+// Phase 4: every rank's numbers of the reported step, gathered on rank 0 as the report
+// builder's record (world-rank rows: busy time and span, memory, bytes by group per step).
+std::optional<StepRecord> GatherStepRecord(const std::vector<TimelineEvent>& mine,
+                                           const Backend& backend, int world, int total_steps,
+                                           double timeout_s) {
   const MemoryBytes mem = backend.PeakMemory();
   const RankStepStats st = SummarizeRank(mine);
   constexpr int kFields = 13;
@@ -307,9 +307,8 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   MPI_Request req;
   PT_MPI_CHECK(MPI_Igather(row, kFields, MPI_INT64_T, rows.data(), kFields, MPI_INT64_T, 0,
                            MPI_COMM_WORLD, &req));
-  WaitRequest(&req, exe->timeout_s, "gathering the report");
-  if (!res.root) return res;
-
+  WaitRequest(&req, timeout_s, "gathering the report");
+  if (WorldRank() != 0) return std::nullopt;
   StepRecord rec;
   rec.source = "run";
   rec.world_rows = true;
@@ -324,14 +323,48 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
     rec.makespan_ns = std::max(rec.makespan_ns, k.step.last_end_ns);
     rec.rows.push_back(k);
   }
-  res.report = BuildReport(job, rec);
-  Measured facts;
-  facts.steps_ms = res.step_ms;
-  facts.losses = res.losses;
-  facts.backend = opts.backend;
-  facts.has_reference = opts.check_reference;
-  facts.reference_max_relative_error = res.max_relative_error;
-  res.report.measured = std::move(facts);
+  return rec;
+}
+
+}  // namespace
+
+Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
+  const ExecutionConfig& exe = job.config.execution;
+  int world = 0;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  if (Status s = CheckRunnable(job, opts, world); !s) return s.error();
+  auto groups = Groups::Split(models::RankLayout(job.parallel(), job.config.cluster.rank_order));
+  auto bc = ConfigureBackend(job, *groups);
+  if (!bc) return bc.error();
+  auto made = MakeBackend(opts.backend, *bc);
+  if (!made) return made.error();
+  const std::unique_ptr<Backend> backend = std::move(*made);
+  Engine engine(job.schedule, bc->pp_rank, WorldRank(), *backend,
+                EngineOptionsFor(job.config, *backend));
+  // One rank per core: spin a while in waits (exec/mpi_util.h); oversubscribed: back off.
+  SetWaitSpin(world <= static_cast<int>(std::thread::hardware_concurrency())
+                  ? std::chrono::milliseconds(2)
+                  : std::chrono::milliseconds(0));
+
+  RunResult res;
+  res.root = WorldRank() == 0;
+  auto steps = RunSteps(job, opts, *bc, *backend, engine, res);
+  if (!steps) return steps.error();
+  // The median step is the one reported and traced.
+  const std::vector<TimelineEvent>& mine = steps->measured[UpperMedianIndex(res.step_ms)];
+  res.timeline = GatherTimeline(mine, world, exe.timeout_s);
+  const int total_steps = exe.warmup + exe.steps;
+  if (opts.after_steps) {
+    const auto& shown = opts.interleave_calibration ? steps->calibration : steps->measured;
+    if (Status st = opts.after_steps({shown, *backend, *groups, total_steps}); !st) {
+      return st.error();
+    }
+  }
+  auto rec = GatherStepRecord(mine, *backend, world, total_steps, exe.timeout_s);
+  if (!rec) return res;  // not rank 0
+  res.report = BuildReport(job, *rec);
+  res.report.measured =
+      Measured{res.step_ms, res.losses, opts.backend, opts.check_reference, res.max_relative_error};
   return res;
 }
 

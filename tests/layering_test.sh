@@ -6,7 +6,12 @@
 #     backend (exec/cpu/, exec/cuda/); backends register with exec/backend_registry.h;
 #   - sim/ and exec/ never include each other;
 #   - schedule/ includes none of models/, sim/, exec/, compare/, apps/;
-#   - models/ includes none of sim/, exec/, compare/, apps/.
+#   - models/ includes none of job/, sim/, exec/, compare/, workflow/, apps/;
+#   - job/ (the resolved job and the one report builder) includes none of sim/, exec/,
+#     compare/, workflow/, apps/;
+#   - compare/ needs only the report type; workflow/ starts `pipetwin run` as a process and
+#     never includes exec/.
+# docs/architecture.md draws the same map.
 cd "$1" || exit 1
 bad=0
 # check FILES INCLUDES WHY [EXCEPT]: no tracked C++/CUDA file whose path matches the regex
@@ -26,7 +31,11 @@ check '^exec/[^/]+$|^exec/model/' 'exec/cpu/|exec/cuda/' \
   'exec/ and exec/model/ include no backend: backends register with exec/backend_registry.h'
 check '^sim/' 'exec/' 'sim/ and exec/ never include each other'
 check '^exec/' 'sim/' 'sim/ and exec/ never include each other'
-check '^schedule/' 'models/|sim/|exec/|compare/|apps/' 'schedule/ includes nothing of ours'
-check '^models/' 'sim/|exec/|compare/|apps/' 'models/ depends only on schedule/'
+check '^schedule/' 'models/|job/|sim/|exec/|compare/|workflow/|apps/' 'schedule/ includes nothing of ours'
+check '^models/' 'job/|sim/|exec/|compare/|workflow/|apps/' 'models/ depends only on schedule/'
+check '^job/' 'sim/|exec/|compare/|workflow/|apps/' 'job/ depends only on schedule/ and models/'
+check '^compare/' 'models/|job/|sim/|exec/|workflow/|apps/' 'compare/ needs only the report type'
+check '^workflow/' 'exec/|apps/' 'workflow/ starts run as a process: it never links exec/'
+check '^(schedule|models|job|sim|exec|compare|workflow)/' 'apps/' 'nothing includes apps/'
 [ "$bad" -eq 0 ] && echo "layering rules hold"
 exit "$bad"

@@ -3,7 +3,7 @@
 # results/validation/ comes from the validation loop). Run after scripts/demo.sh has built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/release/apps/pipetwin
+bin=${PIPETWIN_BIN:-build/release/apps/pipetwin}
 [ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target pipetwin; }
 mkdir -p results/schedules results/models
 for s in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv dualpipev; do

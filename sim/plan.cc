@@ -10,12 +10,12 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <tuple>
 
 #include "models/program_memory.h"
 #include "schedule/build.h"
+#include "sim/engine.h"
 #include "sim/model_costs.h"
 #include "sim/simulate.h"
 
@@ -38,6 +38,14 @@ struct RankMemoryShape {
   std::vector<std::vector<std::int64_t>> points;  // 3 counts per stage: full, W part, working set
 };
 
+// y >= x in every count.
+bool Covers(const std::vector<std::int64_t>& y, const std::vector<std::int64_t>& x) {
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    if (y[j] < x[j]) return false;
+  }
+  return true;
+}
+
 RankMemoryShape ReduceRankMemory(const std::vector<Action>& program) {
   RankMemoryShape m;
   for (const Action& a : program) {
@@ -46,8 +54,15 @@ RankMemoryShape ReduceRankMemory(const std::vector<Action>& program) {
     }
   }
   const std::size_t k = m.stages.size();
-  std::vector<std::int64_t> cur(3 * k, 0);
-  std::set<std::vector<std::int64_t>> seen;
+  std::vector<std::int64_t> cur(3 * k, 0), p(3 * k, 0);
+  // The points no other point covers, kept as they come.
+  auto offer = [&](const std::vector<std::int64_t>& x) {
+    for (const auto& y : m.points) {
+      if (Covers(y, x)) return;
+    }
+    std::erase_if(m.points, [&](const std::vector<std::int64_t>& y) { return Covers(x, y); });
+    m.points.push_back(x);
+  };
   auto local = [&](int stage) {
     return static_cast<std::size_t>(std::find(m.stages.begin(), m.stages.end(), stage) -
                                     m.stages.begin());
@@ -57,43 +72,28 @@ RankMemoryShape ReduceRankMemory(const std::vector<Action>& program) {
     switch (a.kind) {
       case ActionKind::kForward:
         ++cur[3 * i];
-        seen.insert(cur);
+        offer(cur);
         break;
-      case ActionKind::kBackwardInput: {
-        std::vector<std::int64_t> p = cur;
+      case ActionKind::kBackwardInput:
+        p = cur;
         ++p[3 * i + 1];
         ++p[3 * i + 2];
-        seen.insert(p);
+        offer(p);
         ++cur[3 * i + 1];
         --cur[3 * i];
         break;
-      }
-      case ActionKind::kBackward: {
-        std::vector<std::int64_t> p = cur;
+      case ActionKind::kBackward:
+        p = cur;
         ++p[3 * i + 2];
-        seen.insert(p);
+        offer(p);
         --cur[3 * i];
         break;
-      }
       case ActionKind::kBackwardWeight:
         --cur[3 * i + 1];
         break;
       default:
         break;
     }
-  }
-  const std::vector<std::vector<std::int64_t>> all(seen.begin(), seen.end());
-  auto dominated = [&](const std::vector<std::int64_t>& x) {
-    for (const auto& y : all) {
-      if (y == x) continue;
-      bool ge = true;
-      for (std::size_t j = 0; j < x.size() && ge; ++j) ge = y[j] >= x[j];
-      if (ge) return true;
-    }
-    return false;
-  };
-  for (const auto& x : all) {
-    if (!dominated(x)) m.points.push_back(x);
   }
   return m;
 }
@@ -123,7 +123,8 @@ std::int64_t RankPeak(const RankMemoryShape& m, const models::JobCosts& jc) {
 struct Shape {
   std::optional<Schedule> schedule;              // absent: the generator refused the shape
   std::vector<std::vector<StageCounts>> counts;  // per rank
-  std::vector<RankMemoryShape> memory;           // per rank
+  std::vector<int> first_forward_stage;  // per rank: the stage of its first compute action, an F
+  std::vector<RankMemoryShape> memory;   // per rank
 };
 
 class ShapeCache {
@@ -174,6 +175,12 @@ class ShapeCache {
           ++it->n[static_cast<std::size_t>(k)];
         }
         shape->counts.push_back(std::move(c));
+        int first = -1;
+        for (const Action& a : prog) {
+          if (a.kind == ActionKind::kForward) first = a.stage;
+          if (IsCompute(a.kind)) break;
+        }
+        shape->first_forward_stage.push_back(first);
         shape->memory.push_back(ReduceRankMemory(prog));
       }
     }
@@ -211,6 +218,23 @@ double TokensPerS(double samples, int seq_len, std::int64_t iteration_ns) {
   return iter_s > 0 ? samples * seq_len / iter_s : 1e300;
 }
 
+// The cost model's inputs for one layout, exactly as ResolveJob gives them (CostInputsOf).
+Expected<models::JobCosts> CostsOf(const JobConfig& base, const PlanRow& row, int num_stages) {
+  models::CostInputs in;
+  in.parallel = row.parallel;
+  in.model = base.model;
+  in.training = base.training;
+  in.training.micro_batch = row.micro_batch;
+  in.training.recompute = row.recompute;
+  in.cluster = base.cluster;
+  if (!in.cluster.nodes_given) {
+    in.cluster.nodes = std::max(
+        1, (row.parallel.WorldSize() + in.cluster.gpus_per_node - 1) / in.cluster.gpus_per_node);
+  }
+  in.microbatches = row.microbatches;
+  return models::BuildJobCosts(in, num_stages);
+}
+
 struct Context {
   const JobConfig& base;
   ShapeCache cache;
@@ -245,19 +269,7 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
   if (!shape->schedule) return invalid("schedule");
   const Schedule& s = *shape->schedule;
 
-  models::CostInputs in;
-  in.parallel = p;
-  in.model = mc;
-  in.training = base.training;
-  in.training.micro_batch = row.micro_batch;
-  in.training.recompute = row.recompute;
-  in.cluster = base.cluster;
-  if (!in.cluster.nodes_given) {
-    in.cluster.nodes =
-        std::max(1, (p.WorldSize() + in.cluster.gpus_per_node - 1) / in.cluster.gpus_per_node);
-  }
-  in.microbatches = row.microbatches;
-  auto jc = models::BuildJobCosts(in, s.num_stages);
+  auto jc = CostsOf(base, row, s.num_stages);
   if (!jc) return invalid("model");
 
   // Memory (a layout that cannot fit is never timed) and the bound.
@@ -271,12 +283,20 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
       row.fullest_rank = q;
     }
   }
-  // The bound: no step is shorter than its busiest rank's compute stream.
+  // The bound: no rank's compute stream is busy for less than the sum of its actions, and
+  // under optimizer_sync (the step is the makespan) its first action, an F of stage s,
+  // starts no earlier than the same microbatch's F on stages 0..s-1 (none on this rank)
+  // have run one after another.
   const CostTable t = CostTableFromModel(*jc);
   std::int64_t busiest = 0;
-  for (const auto& rank : shape->counts) {
+  for (std::size_t r = 0; r < shape->counts.size(); ++r) {
     std::int64_t busy = 0;
-    for (const StageCounts& c : rank) {
+    if (base.optimizer_sync) {
+      for (int st = 0; st < shape->first_forward_stage[r]; ++st) {
+        busy += t.stages[static_cast<std::size_t>(st)].forward.nanos();
+      }
+    }
+    for (const StageCounts& c : shape->counts[r]) {
       const StageTimes& st = t.stages[static_cast<std::size_t>(c.stage)];
       busy += c.n[0] * st.forward.nanos() + c.n[1] * st.backward.nanos() +
               c.n[2] * st.backward_input.nanos() + c.n[3] * st.backward_weight.nanos() +
@@ -295,8 +315,37 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
   ctx.shapes[index] = std::move(shape);
 }
 
+// Times one layout with the engine alone (no report): iteration time and tokens/s as the
+// report builder computes them (RunPlan checks them against the full report for the top K).
+Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
+  const Schedule& s = *ctx.shapes[index]->schedule;
+  auto jc = CostsOf(ctx.base, row, s.num_stages);
+  if (!jc) return jc.error();
+  const bool sync = ctx.base.optimizer_sync;
+  const SimStats st = RunEngine(s, CostTableFromModel(*jc), {.optimizer_sync = sync}, nullptr);
+  const StepRecord rec = StepRecordOf(st);
+  const std::int64_t iter = IterationNs(sync, rec);
+  const double samples = static_cast<double>(row.microbatches) * row.micro_batch * row.parallel.dp;
+  row.status = PlanStatus::kSimulated;
+  row.iteration_time_ms = Ms(iter);
+  row.tokens_per_s = TokensPerS(samples, ctx.base.model.seq_len, iter);
+  double busy = 0, flops = 0;
+  for (const StepRecord::Row& r : rec.rows) busy += static_cast<double>(r.step.busy_ns);
+  for (const models::StageCost& c : jc->stages) flops += c.model_flops_per_microbatch;
+  const double it = static_cast<double>(iter);
+  row.bubble_fraction = iter > 0 ? 1.0 - busy / (static_cast<double>(rec.rows.size()) * it) : 0;
+  const double iter_s = row.iteration_time_ms * 1e-3;
+  const double world = row.parallel.WorldSize();
+  row.mfu =
+      iter_s > 0 && jc->peak_flops_per_device > 0
+          ? flops * row.microbatches * row.parallel.dp / iter_s / world / jc->peak_flops_per_device
+          : 0;
+  return OkStatus();
+}
+
 // Simulates one layout exactly as `simulate` would its emitted job.
 Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& row) {
+  const PlanRow fast = row;
   auto job = ResolveJob(ConfigOf(ctx.base, row),
                         {.validate_generated = false, .schedule = &*ctx.shapes[index]->schedule});
   if (!job) return job.error();
@@ -314,6 +363,9 @@ Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& 
   if (!r.memory || r.memory->worst_peak_bytes != row.peak_memory_bytes ||
       r.memory->worst_rank != row.fullest_rank) {
     return Error::Failure("plan: the memory checked before timing differs from the report's");
+  }
+  if (fast.iteration_time_ms != row.iteration_time_ms || fast.tokens_per_s != row.tokens_per_s) {
+    return Error::Failure("plan: the engine's iteration time differs from the report's");
   }
   return b;
 }
@@ -394,7 +446,6 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   std::vector<double> best;  // the K best tokens/s simulated so far, a min-heap
   double threshold = 0;      // the K-th best once K are known
   std::optional<Error> failure;
-  std::vector<Breakdown> breakdowns(n);
   std::atomic<std::size_t> pos{0};
   ParallelFor(res.threads, [&] {
     for (std::size_t i; (i = pos.fetch_add(1)) < order.size();) {
@@ -405,13 +456,12 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
         // Sorted by bound: nothing from here on can enter the top K.
         if (opts.prune && best.size() == k && res.rows[row].tokens_per_s_bound < threshold) return;
       }
-      auto b = SimulateRow(ctx, row, res.rows[row]);
+      Status b = TimeRow(ctx, row, res.rows[row]);
       std::lock_guard<std::mutex> lock(mu);
       if (!b) {
         failure = b.error();
         return;
       }
-      breakdowns[row] = *b;
       best.push_back(res.rows[row].tokens_per_s);
       std::push_heap(best.begin(), best.end(), std::greater<>());
       if (best.size() > k) {
@@ -448,9 +498,12 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   std::stable_sort(simulated.begin(), simulated.end(), [&](std::size_t a, std::size_t b) {
     return res.rows[a].tokens_per_s > res.rows[b].tokens_per_s;
   });
+  // The top K through the full report, as `simulate` gives them.
   for (std::size_t i = 0; i < std::min(k, simulated.size()); ++i) {
     const std::size_t r = simulated[i];
-    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], breakdowns[r]});
+    auto b = SimulateRow(ctx, r, res.rows[r]);
+    if (!b) return b.error();
+    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], *b});
   }
   res.hbm_bytes = plan.job.cluster.device.hbm_bytes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

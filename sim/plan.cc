@@ -129,12 +129,26 @@ struct Shape {
 
 class ShapeCache {
  public:
+  // Built once per shape: a second thread asking for it meanwhile waits for the first.
   std::shared_ptr<const Shape> Get(const std::string& name, int pp, int vpp, int m, bool reduce) {
-    const Key key{name, pp, vpp, m, reduce};
+    std::shared_ptr<Slot> slot;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = map_.find(key); it != map_.end()) return it->second;
+      auto& s = map_[Key{name, pp, vpp, m, reduce}];
+      if (!s) s = std::make_shared<Slot>();
+      slot = s;
     }
+    std::call_once(slot->once, [&] { slot->shape = Build(name, pp, vpp, m, reduce); });
+    return slot->shape;
+  }
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::shared_ptr<const Shape> shape;
+  };
+  static std::shared_ptr<const Shape> Build(const std::string& name, int pp, int vpp, int m,
+                                            bool reduce) {
     auto shape = std::make_shared<Shape>();
     ScheduleRequest req;
     req.name = name;
@@ -184,14 +198,12 @@ class ShapeCache {
         shape->memory.push_back(ReduceRankMemory(prog));
       }
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    return map_.emplace(key, std::move(shape)).first->second;
+    return shape;
   }
 
- private:
   using Key = std::tuple<std::string, int, int, int, bool>;
   std::mutex mu_;
-  std::map<Key, std::shared_ptr<const Shape>> map_;
+  std::map<Key, std::shared_ptr<Slot>> map_;
 };
 
 int ChunksOf(const std::string& schedule, int vpp) {

@@ -70,11 +70,18 @@ def main(argv):
     if limit is not None:
         ax.axvline(limit, color="red", linestyle="--", linewidth=1,
                    label=f"memory per GPU ({limit:.0f} GiB)")
+    if limit is not None:
+        # The feasible side in view: refused layouts beyond twice the limit are off the plot.
+        beyond = sum(float(r["peak_memory_bytes"]) / GIB > 2 * limit for r in nofit)
+        ax.set_xlim(0, 2 * limit)
+        if beyond:
+            ax.text(0.99, 0.01, f"{beyond} refused layouts beyond {2 * limit:.0f} GiB not shown",
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color="0.4")
     ax.set_xlabel("peak memory of the fullest GPU (GiB)")
     ax.set_ylabel("tokens per second")
     ax.set_title(f"pipetwin plan: {len(rows)} layouts evaluated, {len(sims)} simulated")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return 0

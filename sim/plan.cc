@@ -15,6 +15,7 @@
 
 #include "models/program_memory.h"
 #include "schedule/build.h"
+#include "schedule/lower.h"
 #include "sim/engine.h"
 #include "sim/model_costs.h"
 #include "sim/simulate.h"
@@ -120,8 +121,20 @@ std::int64_t RankPeak(const RankMemoryShape& m, const models::JobCosts& jc) {
 }
 
 // A schedule built once per shape, with what the bound and the memory check need from it.
+// The bound and the memory come from the compute actions alone (lowering adds only sends,
+// receives, the reduction and OPT, each on the rank's own stages); the lowered schedule the
+// engine plays is made the first time a layout of the shape is timed.
 struct Shape {
-  std::optional<Schedule> schedule;              // absent: the generator refused the shape
+  std::optional<Schedule> schedule;  // compute only; absent: the generator refused
+  bool reduce_grad = false;
+  mutable std::once_flag lower_once;
+  mutable Schedule lowered_schedule;
+  const Schedule& Lowered() const {
+    std::call_once(lower_once, [this] {
+      lowered_schedule = Lower(*schedule, {.reduce_grad = reduce_grad, .optimizer = true});
+    });
+    return lowered_schedule;
+  }
   std::vector<std::vector<StageCounts>> counts;  // per rank
   std::vector<int> first_forward_stage;  // per rank: the stage of its first compute action, an F
   std::vector<RankMemoryShape> memory;   // per rank
@@ -157,8 +170,15 @@ class ShapeCache {
     req.microbatches = m;
     req.reduce_grad = reduce;
     req.validate_generated = false;
-    if (auto s = BuildSchedule(req)) {
+    shape->reduce_grad = reduce;
+    if (auto s = ComputeSchedule(req)) {
       shape->schedule = std::move(*s);
+      // Lowering adds one OPT per stage of each rank (AddOptimizer) unless the schedule has it.
+      bool has_opt = false;
+      for (const auto& prog : shape->schedule->programs) {
+        for (const Action& a : prog) has_opt = has_opt || a.kind == ActionKind::kOptimizer;
+      }
+      int rank = 0;
       for (const auto& prog : shape->schedule->programs) {
         std::vector<StageCounts> c;
         for (const Action& a : prog) {
@@ -188,6 +208,15 @@ class ShapeCache {
           if (it == c.end()) it = c.insert(c.end(), StageCounts{a.stage, {}});
           ++it->n[static_cast<std::size_t>(k)];
         }
+        if (!has_opt) {
+          for (int st : StagesOfRank(*shape->schedule, rank)) {
+            auto it = std::find_if(c.begin(), c.end(),
+                                   [&](const StageCounts& x) { return x.stage == st; });
+            if (it == c.end()) it = c.insert(c.end(), StageCounts{st, {}});
+            ++it->n[4];
+          }
+        }
+        ++rank;
         shape->counts.push_back(std::move(c));
         int first = -1;
         for (const Action& a : prog) {
@@ -330,7 +359,7 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
 // Times one layout with the engine alone (no report): iteration time and tokens/s as the
 // report builder computes them (RunPlan checks them against the full report for the top K).
 Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
-  const Schedule& s = *ctx.shapes[index]->schedule;
+  const Schedule& s = ctx.shapes[index]->Lowered();
   auto jc = CostsOf(ctx.base, row, s.num_stages);
   if (!jc) return jc.error();
   const bool sync = ctx.base.optimizer_sync;
@@ -359,7 +388,7 @@ Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
 Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& row) {
   const PlanRow fast = row;
   auto job = ResolveJob(ConfigOf(ctx.base, row),
-                        {.validate_generated = false, .schedule = &*ctx.shapes[index]->schedule});
+                        {.validate_generated = false, .schedule = &ctx.shapes[index]->Lowered()});
   if (!job) return job.error();
   auto sim = Simulate(*job, {.record_timeline = false, .per_world_rank = false});
   if (!sim) return sim.error();

@@ -27,5 +27,6 @@ int CmdRun(int argc, char** argv);        // cmd_run.cc, under mpirun
 int CmdCalibrate(int argc, char** argv);  // cmd_calibrate.cc, under mpirun
 int CmdCompare(int argc, char** argv);    // cmd_compare.cc
 int CmdValidate(int argc, char** argv);   // cmd_validate.cc
+int CmdPlan(int argc, char** argv);       // cmd_plan.cc
 
 }  // namespace pipetwin

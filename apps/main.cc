@@ -39,6 +39,12 @@ usage:
       interleaved in one run; --separate-calibration: calibrate, then run), simulate
       --profile, compare. mpirun, or $PIPETWIN_MPIRUN, starts the ranks; DIR/summary.md and
       plots.
+  pipetwin plan PLAN.yaml [--top K] [--report P.json] [--csv ALL.csv] [--plot P.png]
+                [--threads N] [--emit-jobs DIR]
+      Search the layouts and schedules of the plan file's search: (tp, pp, dp, cp, vpp, sp,
+      micro_batch, recompute, zero, schedule) and list the K fastest that fit in memory:
+      tokens/s, MFU, bubble, peak memory, exposed communication; --emit-jobs writes them as
+      job files that `simulate` reproduces.
   pipetwin schedules
       List the schedule generators.
   pipetwin presets
@@ -75,6 +81,7 @@ int Main(int argc, char** argv) {
   if (cmd == "calibrate") return CmdCalibrate(argc, argv);
   if (cmd == "compare") return CmdCompare(argc, argv);
   if (cmd == "validate") return CmdValidate(argc, argv);
+  if (cmd == "plan") return CmdPlan(argc, argv);
   std::fprintf(stderr, "pipetwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

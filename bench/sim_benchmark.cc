@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "job/job.h"
+#include "sim/plan.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -116,6 +117,26 @@ void BM_Gpt3Sweep(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Gpt3Sweep)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// `pipetwin plan examples/plan/gpt3-175b.yaml --threads N`: GPT-3 175B on 1,024 A100s, 4,320
+// layouts (invalid, refused by memory, skipped by the bound and simulated all counted).
+void BM_Plan(benchmark::State& state) {
+  auto plan = ReadPlanFile(std::string(PIPETWIN_SOURCE_DIR) + "/examples/plan/gpt3-175b.yaml");
+  if (!plan) throw std::runtime_error(plan.error().message);
+  const int threads = static_cast<int>(state.range(0));
+  std::int64_t evaluated = 0, simulated = 0;
+  for (auto _ : state) {
+    auto r = RunPlan(*plan, {.top = 10, .threads = threads});
+    if (!r) throw std::runtime_error(r.error().message);
+    evaluated += r->evaluated;
+    simulated = r->simulated;
+    benchmark::DoNotOptimize(r->top.front().row.tokens_per_s);
+  }
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(evaluated), benchmark::Counter::kIsRate);
+  state.counters["simulated"] = static_cast<double>(simulated);
+}
+BENCHMARK(BM_Plan)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace pipetwin

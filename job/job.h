@@ -81,6 +81,10 @@ struct ResolveOptions {
   // Trust the built-in generators' output without re-validating it (they are validated over
   // pp 1..16 × m 1..64 by the test suite): for sweeps over many configurations.
   bool validate_generated = true;
+  // A schedule already built (lowered, validated) for exactly this job's request — schedule,
+  // pp, vpp, microbatches and dp > 1 — used instead of building it again (plan's cache of
+  // schedules by shape). Null: build it.
+  const Schedule* schedule = nullptr;
 };
 
 // A job with everything derived and checked. Built only by ResolveJob; passed as const&.

@@ -1,12 +1,14 @@
 // job_file.cc — step 1 of job.h: the YAML job file to a typed JobConfig.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "job/job.h"
+#include "job/plan_file.h"
 #include "schedule/generators.h"
 #include "schedule/yaml_fields.h"
 
@@ -169,10 +171,11 @@ std::string JobConfig::CsvPath() const {
   return p.string();
 }
 
-Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::string& path) {
-  YamlFields f{path};
-  JobConfig job;
-  job.source = SourceMap(path);
+namespace {
+
+// The one YAML document of a job (or plan) file.
+Expected<YAML::Node> LoadRoot(const YamlFields& f, const std::string& yaml_text,
+                              const std::string& path) {
   YAML::Node root;
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
@@ -187,13 +190,20 @@ Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::stri
                            std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
   }
   if (!root.IsMap()) return f.At(root, "(top level)", "a job file is a mapping of keys to values");
+  return root;
+}
+
+// The job's keys of `root`; a plan file also has `search:` (read by ParsePlanFile).
+Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
+                                 const std::string& path, bool plan) {
+  JobConfig job;
+  job.source = SourceMap(path);
   if (Status s = RecordMarks(f, root, "", &job.source); !s) return s.error();
-  if (auto s = f.CheckKeys(root, "(top level)",
-                           {"schedule", "microbatches", "optimizer_sync", "parallel", "costs",
-                            "model", "training", "cluster", "execution"});
-      !s) {
-    return s.error();
-  }
+  std::vector<std::string> keys = {"schedule", "microbatches", "optimizer_sync",
+                                   "parallel", "costs",        "model",
+                                   "training", "cluster",      "execution"};
+  if (plan) keys.emplace_back("search");
+  if (auto s = f.CheckKeys(root, "(top level)", keys); !s) return s.error();
   if (!root["schedule"]) {
     return f.At(root, "schedule",
                 "missing (one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, "
@@ -272,12 +282,162 @@ Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::stri
   return job;
 }
 
+}  // namespace
+
+Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::string& path) {
+  YamlFields f{path};
+  auto root = LoadRoot(f, yaml_text, path);
+  if (!root) return root.error();
+  return ParseJobRoot(f, *root, path, /*plan=*/false);
+}
+
 Expected<JobConfig> ReadJobConfig(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Error::BadInput(path + ": cannot open the job file");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ParseJobConfig(ss.str(), path);
+}
+
+namespace {
+
+// The values of `search.<key>`: a non-empty list (or one scalar), each read by `read`;
+// repeated values are kept once.
+template <typename T, typename Read>
+Status SearchList(const YamlFields& f, const YAML::Node& search, const char* key, Read read,
+                  std::vector<T>* out) {
+  const YAML::Node n = search[key];
+  if (!n) return OkStatus();
+  const std::string name = std::string("search.") + key;
+  if (n.IsMap() || n.IsNull() || (n.IsSequence() && n.size() == 0)) {
+    return f.At(n, name, "must be a non-empty list of candidate values");
+  }
+  std::vector<T> values;
+  auto add = [&](const YAML::Node& v) -> Status {
+    Expected<T> x = read(v, name);
+    if (!x) return x.error();
+    if (std::find(values.begin(), values.end(), *x) == values.end()) values.push_back(*x);
+    return OkStatus();
+  };
+  if (n.IsSequence()) {
+    for (const YAML::Node& v : n) {
+      if (Status s = add(v); !s) return s;
+    }
+  } else if (Status s = add(n); !s) {
+    return s;
+  }
+  *out = std::move(values);
+  return OkStatus();
+}
+
+Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& job,
+                   SearchSpace* sp) {
+  if (Status s = f.CheckKeys(n, "search",
+                             {"schedule", "tp", "pp", "dp", "cp", "vpp", "sp", "micro_batch",
+                              "recompute", "zero", "overlap"});
+      !s) {
+    return s;
+  }
+  if (n["overlap"]) {
+    return f.At(n["overlap"], "search.overlap",
+                "not yet supported: the job schema has no training.overlap yet (remove the key)");
+  }
+  // Defaults: the job's own values.
+  const ParallelConfig& p = job.parallel;
+  sp->schedule = {job.schedule};
+  sp->tp = {p.tp};
+  sp->pp = {p.pp};
+  sp->cp = {p.cp};
+  sp->vpp = {p.vpp};
+  sp->zero = {p.zero};
+  sp->sp = {p.sp};
+  sp->micro_batch = {job.training.micro_batch};
+  sp->recompute = {job.training.recompute};
+  std::vector<std::string> names;
+  for (const auto& g : AllGenerators()) names.emplace_back(g.name);
+  auto read_schedule = [&](const YAML::Node& v, const std::string& key) {
+    return f.Choice(v, key, names);
+  };
+  if (Status s = SearchList<std::string>(f, n, "schedule", read_schedule, &sp->schedule); !s) {
+    return s;
+  }
+  struct IntKey {
+    const char* key;
+    long long min, max;
+    std::vector<int>* out;
+  };
+  const IntKey ints[] = {{"tp", 1, 1024, &sp->tp},  {"pp", 1, 4096, &sp->pp},
+                         {"cp", 1, 1024, &sp->cp},  {"vpp", 1, 64, &sp->vpp},
+                         {"zero", 0, 3, &sp->zero}, {"micro_batch", 1, 65536, &sp->micro_batch}};
+  for (const IntKey& k : ints) {
+    auto read = [&](const YAML::Node& v, const std::string& key) -> Expected<int> {
+      auto x = f.Int(v, key, k.min, k.max);
+      if (!x) return x.error();
+      return static_cast<int>(*x);
+    };
+    if (Status s = SearchList<int>(f, n, k.key, read, k.out); !s) return s;
+  }
+  if (n["dp"] && !(n["dp"].IsScalar() && n["dp"].Scalar() == "auto")) {
+    std::vector<int> dp;
+    auto read = [&](const YAML::Node& v, const std::string& key) -> Expected<int> {
+      auto x = f.Int(v, key, 1, 65536);
+      if (!x) {
+        return f.At(v, key, "must be `auto` or a list of integers in [1, 65536]");
+      }
+      return static_cast<int>(*x);
+    };
+    if (Status s = SearchList<int>(f, n, "dp", read, &dp); !s) return s;
+    sp->dp = std::move(dp);
+  }
+  auto read_bool = [&](const YAML::Node& v, const std::string& key) { return f.Bool(v, key); };
+  if (Status s = SearchList<bool>(f, n, "sp", read_bool, &sp->sp); !s) return s;
+  auto read_recompute = [&](const YAML::Node& v,
+                            const std::string& key) -> Expected<models::Recompute> {
+    auto x = f.Choice(v, key, {"none", "selective", "full"});
+    if (!x) return x.error();
+    return *x == "none"        ? models::Recompute::kNone
+           : *x == "selective" ? models::Recompute::kSelective
+                               : models::Recompute::kFull;
+  };
+  return SearchList<models::Recompute>(f, n, "recompute", read_recompute, &sp->recompute);
+}
+
+}  // namespace
+
+Expected<PlanFile> ParsePlanFile(const std::string& yaml_text, const std::string& path) {
+  YamlFields f{path};
+  auto root = LoadRoot(f, yaml_text, path);
+  if (!root) return root.error();
+  PlanFile plan;
+  auto job = ParseJobRoot(f, *root, path, /*plan=*/true);
+  if (!job) return job.error();
+  plan.job = std::move(*job);
+  if (!plan.job.has_model || plan.job.costs) {
+    return f.At(*root, "model",
+                "a plan file needs model:, training: (with global_batch) and cluster:, and no "
+                "costs:");
+  }
+  if (plan.job.IsCsvSchedule()) {
+    return f.At((*root)["schedule"], "schedule",
+                "a plan searches the built-in generators, not csv:");
+  }
+  if (plan.job.training.global_batch == 0) {
+    return f.At(*root, "training.global_batch", "required in a plan file (the batch is fixed)");
+  }
+  const YAML::Node search = (*root)["search"];
+  if (!search || search.IsNull()) {
+    return f.At(*root, "search", "missing: a plan file lists its candidate values in search:");
+  }
+  if (Status s = ParseSearch(f, search, plan.job, &plan.search); !s) return s.error();
+  return plan;
+}
+
+Expected<PlanFile> ReadPlanFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::BadInput(path + ": cannot open the plan file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ParsePlanFile(ss.str(), path);
 }
 
 }  // namespace pipetwin

@@ -112,9 +112,13 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   req.where_microbatches =
       config.source.Where(config.microbatches ? "microbatches" : "training.global_batch");
   req.validate_generated = opts.validate_generated;
-  auto sched = BuildSchedule(req);
-  if (!sched) return sched.error();
-  job.schedule = std::move(*sched);
+  if (opts.schedule != nullptr) {
+    job.schedule = *opts.schedule;
+  } else {
+    auto sched = BuildSchedule(req);
+    if (!sched) return sched.error();
+    job.schedule = std::move(*sched);
+  }
 
   if (config.has_model && !config.costs) {
     auto jc =

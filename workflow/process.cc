@@ -85,4 +85,19 @@ void RunPlots(const std::string& dir, const std::vector<std::string>& extra) {
   }
 }
 
+bool RunPlanPlot(const std::string& csv, const std::string& png, double memory_limit_bytes) {
+  std::vector<std::string> cmd =
+      PlotCommand(csv, {png, "--memory-limit", std::to_string(memory_limit_bytes)});
+  cmd[1] = PIPETWIN_SOURCE_DIR "/scripts/plot_plan.py";
+  if (const char* e = std::getenv("PIPETWIN_PLOT_PLAN"); e != nullptr && *e != '\0') cmd[1] = e;
+  const int rc = Spawn(cmd, "");
+  if (rc != 0) {
+    std::fprintf(stderr,
+                 "pipetwin: plot not made (%s exited with %d; needs python3 and "
+                 "python3-matplotlib: scripts/deps.sh); the layouts are in %s\n",
+                 cmd[1].c_str(), rc, csv.c_str());
+  }
+  return rc == 0;
+}
+
 }  // namespace pipetwin::workflow

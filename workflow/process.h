@@ -40,4 +40,9 @@ std::vector<std::string> PlotCommand(const std::string& dir, const std::vector<s
 // result, the plots their picture.
 void RunPlots(const std::string& dir, const std::vector<std::string>& extra);
 
+// `plan --plot`: scripts/plot_plan.py CSV PNG --memory-limit BYTES (same interpreter and
+// overrides as PlotCommand; PIPETWIN_PLOT_PLAN overrides the script). Failure to plot is
+// reported on stderr, not fatal; returns whether the plot was made.
+bool RunPlanPlot(const std::string& csv, const std::string& png, double memory_limit_bytes);
+
 }  // namespace pipetwin::workflow

@@ -25,7 +25,7 @@ job() { printf '%b' "$2" > "$dir/$1"; echo "$dir/$1"; }
 expect 0 "simulate" -- --help
 expect 0 "validate" -- --help
 expect 0 "^pipetwin [0-9]+\.[0-9]+\.[0-9]+$" -- --version
-for cmd in simulate schedule run calibrate compare validate schedules presets; do
+for cmd in simulate schedule run calibrate compare validate plan schedules presets; do
   expect 0 "usage: .*pipetwin $cmd" -- "$cmd" --help
 done
 expect 0 "--test-fault.*for tests only" -- run --help
@@ -91,6 +91,29 @@ for job in "$src"/examples/models/*.yaml "$src"/examples/megatron/*.yaml; do
   esac
 done
 echo "ok: every example in examples/models and examples/megatron simulates"
+
+# plan: exit statuses, the outputs, and a top job that `simulate` reproduces.
+plan_head='schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\ncluster: {nodes: 1}\n'
+expect 2 "plan: expected exactly one plan file" -- plan
+expect 2 "cannot open the plan file" -- plan "$dir/missing.yaml"
+expect 2 "--top: must be an integer" -- plan "$src/examples/plan/gpt3-175b.yaml" --top 0
+expect 2 "--threads: must be an integer" -- plan "$src/examples/plan/gpt3-175b.yaml" --threads x
+expect 2 "search.tp: must be a non-empty list" -- plan "$(job p1.yaml "${plan_head}search: {tp: []}\n")"
+expect 2 "search.pp: must be an integer" -- plan "$(job p2.yaml "${plan_head}search: {pp: [0]}\n")"
+expect 2 "unknown key 'frob'" -- plan "$(job p3.yaml "${plan_head}search: {frob: [1]}\n")"
+expect 2 "search.overlap: not yet supported" -- plan "$(job p4.yaml "${plan_head}search: {overlap: [true]}\n")"
+expect 2 "unknown key 'search'" -- simulate "$(job p5.yaml "${plan_head}search: {tp: [1]}\n")"
+expect 0 "layouts evaluated" -- plan "$(job p6.yaml "${plan_head}search: {tp: [1, 2], pp: [1, 2, 4]}\n")" \
+  --top 2 --report "$dir/plan.json" --csv "$dir/plan.csv" --emit-jobs "$dir/jobs" --threads 2
+grep -q '"configs_per_second"' "$dir/plan.json" && [ "$(wc -l <"$dir/plan.csv")" -eq 7 ] \
+  && [ -f "$dir/jobs/top01.yaml" ] && [ -f "$dir/jobs/top02.yaml" ] \
+  && echo "ok: plan wrote the report, the CSV and the top jobs" \
+  || { echo "FAIL: plan outputs"; fail=1; }
+want=$(grep -o '"iteration_time_ms": [0-9.e+-]*' "$dir/plan.json" | head -1)
+"$bin" simulate "$dir/jobs/top01.yaml" --report "$dir/top01.json" >/dev/null || fail=1
+got=$(grep -o '"iteration_time_ms": [0-9.e+-]*' "$dir/top01.json" | head -1)
+[ -n "$want" ] && [ "$want" = "$got" ] && echo "ok: the emitted top job simulates to the same time" \
+  || { echo "FAIL: plan top01 '$want' vs simulate '$got'"; fail=1; }
 
 rm -rf "$dir"
 [ "$fail" -eq 0 ] && echo PASS

@@ -1,0 +1,42 @@
+// plan_file.h — the plan file of `pipetwin plan`: a job file (model, training with
+// global_batch, cluster) plus a `search:` section that lists candidate values per key.
+// ParseJobConfig keeps refusing `search:`; ParsePlanFile splits it off and types it, so that
+// nothing past this point reads YAML.
+//
+//   search: {schedule: [1f1b, zb-h1], tp: [4, 8], pp: [8, 16], dp: auto,
+//            micro_batch: [1, 2], recompute: [selective, full]}
+//
+//   Expected<PlanFile> p = ReadPlanFile("examples/plan/gpt3-175b.yaml");
+//   if (!p) return p.error().exit_status();          // 2, naming e.g. "search.tp"
+//   for (int tp : p->search.tp) { ... }
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "job/job.h"
+#include "models/training.h"
+#include "schedule/expected.h"
+
+namespace pipetwin {
+
+// Candidate values per key; every list is non-empty once parsed (an omitted key holds the
+// job's own value).
+struct SearchSpace {
+  std::vector<std::string> schedule;  // generator names (no csv:)
+  std::vector<int> tp, pp, cp, vpp, micro_batch, zero;
+  std::optional<std::vector<int>> dp;  // absent: `auto`, the GPUs filled by tp × pp × cp
+  std::vector<bool> sp;
+  std::vector<models::Recompute> recompute;
+};
+
+struct PlanFile {
+  JobConfig job;  // the base job (its `parallel:` is the default for omitted keys)
+  SearchSpace search;
+};
+
+Expected<PlanFile> ParsePlanFile(const std::string& yaml_text, const std::string& path);
+Expected<PlanFile> ReadPlanFile(const std::string& path);
+
+}  // namespace pipetwin

@@ -1,0 +1,162 @@
+// plan_test.cc — `pipetwin plan` (sim/plan.h): the pruned search gives exactly the brute
+// force's top 10, invalid layouts are counted by reason, an emitted job reproduces its row
+// under `simulate`, and bad search values are bad input naming the key.
+#include "sim/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "job/plan_file.h"
+#include "sim/simulate.h"
+
+namespace pipetwin {
+namespace {
+
+// GPT-3 175B on 1,024 A100s, 576 layouts.
+constexpr const char* kGpt3Plan = R"(schedule: 1f1b
+model: {preset: gpt3-175b}
+training: {global_batch: 1536, micro_batch: 1, recompute: selective}
+cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 128}
+search:
+  schedule: [1f1b, interleaved-1f1b, zb-h1, zbv]
+  tp: [2, 4, 8]
+  pp: [4, 8, 16]
+  vpp: [2]
+  sp: [false, true]
+  micro_batch: [1, 2]
+  recompute: [selective, full]
+  zero: [0, 1]
+)";
+
+PlanFile Parse(const std::string& text) {
+  auto p = ParsePlanFile(text, "plan.yaml");
+  if (!p) ADD_FAILURE() << p.error().message;
+  return p ? *p : PlanFile{};
+}
+
+TEST(PlanTest, PrunedTopTenEqualsBruteForce) {
+  const PlanFile plan = Parse(kGpt3Plan);
+  auto fast = RunPlan(plan, {.top = 10, .threads = 2});
+  auto brute = RunPlan(plan, {.top = 10, .threads = 1, .prune = false});
+  ASSERT_TRUE(fast && brute);
+  EXPECT_EQ(fast->evaluated, 576);
+  EXPECT_EQ(brute->evaluated, 576);
+  EXPECT_EQ(brute->pruned, 0);
+  EXPECT_EQ(brute->simulated, brute->feasible);
+  EXPECT_EQ(fast->feasible, brute->feasible);
+  EXPECT_EQ(fast->infeasible_memory, brute->infeasible_memory);
+  EXPECT_EQ(fast->invalid, brute->invalid);
+  EXPECT_LT(fast->simulated, brute->simulated);  // the bound did skip some
+  ASSERT_EQ(brute->top.size(), 10u);
+  ASSERT_EQ(fast->top.size(), brute->top.size());
+  for (std::size_t i = 0; i < brute->top.size(); ++i) {
+    const PlanRow& a = fast->top[i].row;
+    const PlanRow& b = brute->top[i].row;
+    EXPECT_EQ(WriteJobConfig(fast->top[i].job), WriteJobConfig(brute->top[i].job)) << i;
+    EXPECT_EQ(a.iteration_time_ms, b.iteration_time_ms) << i;
+    EXPECT_EQ(a.tokens_per_s, b.tokens_per_s) << i;
+    EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << i;
+    EXPECT_TRUE(a.fits);
+    if (i > 0) {
+      EXPECT_GE(fast->top[i - 1].row.tokens_per_s, a.tokens_per_s);
+    }
+  }
+  // Every layout the bound skipped is slower than the 10th even at its bound.
+  for (const PlanRow& r : fast->rows) {
+    if (r.status == PlanStatus::kPruned) {
+      EXPECT_LT(r.tokens_per_s_bound, fast->top.back().row.tokens_per_s);
+    }
+  }
+  // The bound holds for every simulated layout.
+  for (const PlanRow& r : brute->rows) {
+    if (r.status == PlanStatus::kSimulated) {
+      EXPECT_LE(r.tokens_per_s, r.tokens_per_s_bound);
+    }
+  }
+}
+
+TEST(PlanTest, InvalidLayoutsCountedByReason) {
+  // 8 GPUs, 6 layers, batch 8; 3 × 4 × 2 × 2 = 48 layouts:
+  //   gpus   tp·pp does not divide 8: tp 3 (16), pp 3 with tp 1, 2 (8)        = 24
+  //   sp     sp with tp 1, pp 1, 2, 4                                          =  6
+  //   layers pp 4 (6 layers): tp 1 sp false (2), tp 2 (4)                      =  6
+  //   batch  micro_batch 3 never divides 8 / dp: pp 1, 2: tp 1 (2), tp 2 (4)   =  6
+  //   valid  micro_batch 1, pp 1, 2: tp 1 (2), tp 2 (4)                        =  6
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: tiny, layers: 6}
+training: {global_batch: 8}
+cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 1}
+search: {tp: [1, 2, 3], pp: [1, 2, 3, 4], sp: [false, true], micro_batch: [1, 3]}
+)");
+  auto r = RunPlan(plan, {.top = 3, .threads = 1});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->evaluated, 48);
+  const std::map<std::string, std::int64_t> want = {
+      {"gpus", 24}, {"sp", 6}, {"layers", 6}, {"batch", 6}};
+  EXPECT_EQ(r->invalid, want);
+  EXPECT_EQ(r->feasible + r->infeasible_memory, 6);
+  EXPECT_EQ(r->top.size(), 3u);
+}
+
+TEST(PlanTest, EmittedJobReproducesUnderSimulate) {
+  const PlanFile plan = Parse(kGpt3Plan);
+  auto r = RunPlan(plan, {.top = 3, .threads = 1});
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(r->top.empty());
+  for (const PlanTop& t : r->top) {
+    auto job = ParseJob(WriteJobConfig(t.job, "emitted"), "top.yaml");
+    ASSERT_TRUE(job) << job.error().message;
+    auto sim = Simulate(*job, SimulateOptions{});  // as `pipetwin simulate` does
+    ASSERT_TRUE(sim);
+    EXPECT_EQ(sim->report.iteration_time_ms, t.row.iteration_time_ms);
+    EXPECT_EQ(sim->report.throughput.tokens_per_s, t.row.tokens_per_s);
+    ASSERT_TRUE(sim->report.memory);
+    EXPECT_EQ(sim->report.memory->worst_peak_bytes, t.row.peak_memory_bytes);
+    EXPECT_TRUE(sim->report.memory->fits);
+  }
+}
+
+TEST(PlanTest, BadSearchValuesNameTheKey) {
+  const std::string head = R"(schedule: 1f1b
+model: {preset: tiny}
+training: {global_batch: 8}
+cluster: {nodes: 1}
+)";
+  const std::pair<const char*, const char*> cases[] = {
+      {"search: {tp: []}", "search.tp: must be a non-empty list"},
+      {"search: {tp: [0]}", "search.tp: must be an integer in [1, 1024]"},
+      {"search: {pp: [two]}", "search.pp"},
+      {"search: {tpp: [1]}", "unknown key 'tpp'"},
+      {"search: {sp: [maybe]}", "search.sp"},
+      {"search: {recompute: [some]}", "search.recompute"},
+      {"search: {schedule: [csv:x.csv]}", "search.schedule"},
+      {"search: {dp: [auto2]}", "search.dp: must be `auto` or a list"},
+      {"search: {zero: [4]}", "search.zero"},
+      {"search: {overlap: [true]}", "search.overlap: not yet supported"},
+      {"search: {micro_batch: {a: 1}}", "search.micro_batch: must be a non-empty list"},
+      {"", "search: missing"},
+  };
+  for (const auto& [search, want] : cases) {
+    auto p = ParsePlanFile(head + search + "\n", "plan.yaml");
+    ASSERT_FALSE(p) << search;
+    EXPECT_EQ(p.error().exit_status(), 2) << search;
+    EXPECT_NE(p.error().message.find(want), std::string::npos)
+        << search << " -> " << p.error().message;
+    EXPECT_NE(p.error().message.find("plan.yaml"), std::string::npos) << p.error().message;
+  }
+  // A plain job file still refuses `search:`.
+  auto job = ParseJobConfig(head + "search: {tp: [1]}\n", "job.yaml");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("unknown key 'search'"), std::string::npos)
+      << job.error().message;
+  // dp: auto and single values are fine.
+  auto ok = ParsePlanFile(head + "search: {dp: auto, tp: 2, pp: [1, 2, 2]}\n", "plan.yaml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_FALSE(ok->search.dp);
+  EXPECT_EQ(ok->search.tp, std::vector<int>{2});
+  EXPECT_EQ(ok->search.pp, (std::vector<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace pipetwin

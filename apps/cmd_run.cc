@@ -54,7 +54,7 @@ Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
   po::options_description o("options");
   o.add_options()("backend", Text(), "cpu | cuda (required)")(
       "report", Text(), "write the measured report (JSON) to this file")(
-      "trace", Text(), "write the median step's Chrome trace")(
+      "trace", Text(), "write the median step's Chrome trace (.gz: compressed)")(
       "check-reference", po::bool_switch(),
       "compare the loss and every gradient with a single-process run")(
       "calibrate", Text(),
@@ -154,11 +154,14 @@ int CmdRun(int argc, char** argv) {
   if (res->root) {
     for (const auto& [path, text] :
          {std::pair<std::string, std::string>{args->profile_out, profile_yaml},
-          {args->report, ReportToJson(res->report)},
-          {args->trace,
-           args->trace.empty() ? "" : TraceJson(res->timeline, job->path() + " (measured)")}}) {
+          {args->report, ReportToJson(res->report)}}) {
       if (path.empty()) continue;
       if (Status s = WriteFileAtomic(path, text); !s) return mpi.Abort(s.error(), true);
+    }
+    if (!args->trace.empty()) {
+      if (Status s = WriteTraceFile(args->trace, res->timeline, job->path() + " (measured)"); !s) {
+        return mpi.Abort(s.error(), true);
+      }
     }
     status = PrintRun(*job, *args, *res);
   }

@@ -90,7 +90,7 @@ int CmdSimulate(int argc, char** argv) {
     }
   }
   if (a->Has("trace")) {
-    if (Status s = WriteFileAtomic(a->Get("trace"), TraceJson(res->timeline, job->path())); !s) {
+    if (Status s = WriteTraceFile(a->Get("trace"), res->timeline, job->path()); !s) {
       return Fail(s.error());
     }
   }

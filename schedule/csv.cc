@@ -1,5 +1,7 @@
 #include "schedule/csv.h"
 
+#include "schedule/atomic_file.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -7,15 +9,17 @@
 
 namespace pipetwin {
 
+bool KeptIn(CsvFormat format, const Action& a) {
+  return format == CsvFormat::kComputeComms ||
+         (IsCompute(a.kind) && a.kind != ActionKind::kOptimizer);
+}
+
 std::string WriteScheduleCsv(const Schedule& s, CsvFormat format) {
   std::string out;
   for (const auto& prog : s.programs) {
     bool first = true;
     for (const Action& a : prog) {
-      if (format == CsvFormat::kComputeOnly &&
-          (!IsCompute(a.kind) || a.kind == ActionKind::kOptimizer)) {
-        continue;
-      }
+      if (!KeptIn(format, a)) continue;
       if (!first) out += ',';
       out += a.ToString();
       first = false;
@@ -111,22 +115,10 @@ Expected<Schedule> LoadScheduleCsv(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error::Failure(path + ": cannot write (" + tmp + " cannot be created)");
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Error::Failure(path + ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Error::Failure(path + ": cannot rename " + tmp + " into place");
-  }
-  return OkStatus();
+  auto w = AtomicFileWriter::Open(path, Compression::kNone);
+  if (!w) return w.error();
+  if (Status s = w->Write(contents); !s) return s;
+  return w->Commit();
 }
 
 }  // namespace pipetwin

@@ -16,13 +16,15 @@ namespace pipetwin {
 
 enum class CsvFormat { kComputeOnly, kComputeComms };
 
+// Whether `format` writes the action (compute_only drops communication and OPT).
+bool KeptIn(CsvFormat format, const Action& a);
 std::string WriteScheduleCsv(const Schedule& s, CsvFormat format);
 // Placement follows from which row each stage appears in: a stage on two rows is an error.
 Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& path);
 Expected<Schedule> LoadScheduleCsv(const std::string& path);
 
 // Writes `contents` to `path` through a temporary file and a rename, so a failed run never
-// leaves a half-written file behind.
+// leaves a half-written file behind (schedule/atomic_file.h: the same in pieces, or gzipped).
 Status WriteFileAtomic(const std::string& path, const std::string& contents);
 
 }  // namespace pipetwin

@@ -1,5 +1,7 @@
 #include "schedule/trace.h"
 
+#include "schedule/atomic_file.h"
+
 #include <map>
 #include <tuple>
 
@@ -40,14 +42,21 @@ std::string Escape(const std::string& s) {
 
 }  // namespace
 
-std::string TraceJson(const Timeline& t, const std::string& title) {
+void StreamTraceJson(const Timeline& t, const std::string& title, const TraceSink& sink) {
+  // Events gather in a buffer handed to the sink whenever it passes kChunk bytes.
+  constexpr std::size_t kChunk = 1 << 20;
   std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"title\":\"" + Escape(title) +
                     "\"},\"traceEvents\":[\n";
+  out.reserve(kChunk + 4096);
   bool first = true;
   auto emit = [&](const std::string& e) {
     if (!first) out += ",\n";
     out += e;
     first = false;
+    if (out.size() >= kChunk) {
+      sink(out);
+      out.clear();
+    }
   };
   for (int r = 0; r < t.num_ranks(); ++r) {
     const std::string pid = std::to_string(r);
@@ -105,7 +114,24 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
     }
   }
   out += "\n]}\n";
-  return out;
+  sink(out);
+}
+
+std::string TraceJson(const Timeline& t, const std::string& title) {
+  std::string all;
+  StreamTraceJson(t, title, [&](std::string_view piece) { all += piece; });
+  return all;
+}
+
+Status WriteTraceFile(const std::string& path, const Timeline& t, const std::string& title) {
+  auto w = AtomicFileWriter::Open(path, CompressionFor(path));
+  if (!w) return w.error();
+  Status status = OkStatus();
+  StreamTraceJson(t, title, [&](std::string_view piece) {
+    if (status) status = w->Write(piece);
+  });
+  if (!status) return status;
+  return w->Commit();
 }
 
 }  // namespace pipetwin

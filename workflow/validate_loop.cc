@@ -98,8 +98,8 @@ Expected<SimResult> Predict(const ResolvedJob& job, const std::string& dir) {
   if (Status s = WriteFileAtomic(dir + "/predicted.json", ReportToJson(sim->report)); !s) {
     return s.error();
   }
-  if (Status s = WriteFileAtomic(dir + "/predicted.trace.json",
-                                 TraceJson(sim->timeline, job.path() + " (predicted)"));
+  if (Status s =
+          WriteTraceFile(dir + "/predicted.trace.json", sim->timeline, job.path() + " (predicted)");
       !s) {
     return s.error();
   }

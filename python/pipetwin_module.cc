@@ -20,6 +20,7 @@
 #include "job/job.h"
 #include "schedule/csv.h"
 #include "schedule/report.h"
+#include "sim/plan.h"
 #include "sim/simulate.h"
 
 namespace py = pybind11;
@@ -152,6 +153,27 @@ std::vector<std::vector<std::string>> ScheduleOf(const py::dict& job_dict,
   return out;
 }
 
+// plan(plan) -> dict: the plan file's keys (a job plus `search:`) as a dict; the result is what
+// `pipetwin plan --report` writes. `top` and `threads` as the CLI's --top and --threads.
+py::object PlanJob(const py::dict& plan_dict, int top, int threads) {
+  if (top < 1) throw py::value_error("top: must be at least 1, got " + std::to_string(top));
+  if (threads < 0) throw py::value_error("threads: must be 0 (every core) or more");
+  const std::string yaml = JobYaml(plan_dict);
+  Expected<std::string> json = Error::Failure("");
+  {
+    py::gil_scoped_release unlocked;
+    auto plan = ParsePlanFile(yaml, kDictPath);
+    if (!plan) {
+      json = plan.error();
+    } else {
+      auto r = RunPlan(*plan, PlanOptions{.top = top, .threads = threads});
+      json = r ? Expected<std::string>(PlanToJson(*r)) : Expected<std::string>(r.error());
+    }
+  }
+  if (!json) Raise(json.error());
+  return ToPython(nlohmann::ordered_json::parse(*json));
+}
+
 }  // namespace
 }  // namespace pipetwin
 
@@ -165,6 +187,8 @@ PYBIND11_MODULE(pipetwin, m) {
         py::arg("format") = "compute_comms",
         "The lowered per-rank programs: one list of action strings per rank ('0F0', "
         "'1SEND_F2'); format='compute_only' keeps F, B, I, W only.");
-  // plan(plan: dict) -> dict (DESIGN.md) is bound here once the plan library exists: a
-  // function over the same Emit/ParseJob path, raising ValueError on bad input.
+  m.def("plan", &pipetwin::PlanJob, py::arg("plan"), py::kw_only(), py::arg("top") = 10,
+        py::arg("threads") = 0,
+        "The best layouts for a plan (a dict with a job's keys and `search:`); returns what "
+        "`pipetwin plan --report` writes. Bad input raises ValueError.");
 }

@@ -93,4 +93,30 @@ from_csv = pipetwin.simulate({**job, "schedule": "csv:s.csv"})
 check(from_csv["iteration_time_ms"] == report["iteration_time_ms"],
       "csv:s.csv (relative to the current directory) gives the same iteration time")
 
+# plan: the same top layouts as `pipetwin plan --report` on a small search.
+plan_file = os.path.join(tmp, "plan.yaml")
+with open(plan_file, "w") as f:
+    f.write("""schedule: 1f1b
+model: {preset: gpt3-1.3b}
+training: {global_batch: 64, micro_batch: 1}
+cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 2}
+search: {schedule: [1f1b, zb-h1], tp: [1, 2, 4], pp: [1, 2, 4], micro_batch: [1, 2]}
+""")
+with open(plan_file) as f:
+    plan_dict = yaml.safe_load(f)
+plan_report = os.path.join(tmp, "plan.json")
+r = cli("plan", plan_file, "--top", "3", "--threads", "1", "--report", plan_report)
+check(r.returncode == 0, f"pipetwin plan exits 0 ({r.stderr.strip()})")
+with open(plan_report) as f:
+    cli_plan = json.load(f)
+py_plan = pipetwin.plan(plan_dict, top=3, threads=1)
+check(py_plan["evaluated"] == cli_plan["evaluated"], "plan: the same number of layouts evaluated")
+check([t["iteration_time_ms"] for t in py_plan["top"]] ==
+      [t["iteration_time_ms"] for t in cli_plan["top"]], "plan: the same top 3")
+try:
+    pipetwin.plan({**plan_dict, "search": {"tq": [1]}})
+    check(False, "an unknown search key raises ValueError")
+except ValueError as e:
+    check("search" in str(e) and "tq" in str(e), f"search.tq: {e}")
+
 sys.exit(1 if failures else 0)

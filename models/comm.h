@@ -15,7 +15,8 @@
 //   parameter server  2 a + 2 max(1, n/servers) * S/B       (push grads, pull params)
 // A group that spans nodes runs at the slower of NVLink and its ranks-per-node NICs
 // (k ranks of the group on a node drive k NICs in parallel, as NCCL's rings do) with the
-// inter-node latency; a group inside one node runs on NVLink.
+// inter-node latency; a group inside one node runs on NVLink. Topology::inter is one GPU's
+// share of its node's NICs (cluster.nics_per_node / gpus_per_node of one NIC when fewer).
 //
 //   Topology topo{cluster.intra, cluster.inter};
 //   GroupShape g = layout.WorstShape(Dim::kDp, 8);

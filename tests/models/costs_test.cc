@@ -375,6 +375,16 @@ TEST(CostsTest, NicsPerNodeShareTheNodeBandwidth) {
   EXPECT_NEAR(eight->stages[0].dp_reduce_ms, 1e3 * 2 * 15 / 16 * bytes / (8 * nic), 1e-9);
   EXPECT_NEAR(one->cluster.inter.bandwidth_bytes_per_s, nic / 8, 1e-6);
   EXPECT_NEAR(one->stages[0].dp_reduce_ms, 8 * eight->stages[0].dp_reduce_ms, 1e-9);
+  // A group with one rank per node (tp 8 fills each node) drives one NIC, not 8:
+  // 2(n-1)/n S over one GPU's NIC.
+  Expected<JobCosts> rail = CostsOnly(
+      "schedule: 1f1b\nparallel: {pp: 1, tp: 8, dp: 2}\nmodel: {preset: gpt3-1.3b}\n"
+      "training: {micro_batch: 1}\n"
+      "cluster: {device: a100-sxm-80gb, inter_node: {latency_us: 0}, dp_reduction: ring}\n",
+      1);
+  ASSERT_TRUE(rail.ok()) << rail.error().message;
+  const double rail_bytes = 4.0 * static_cast<double>(rail->stages[0].params);
+  EXPECT_NEAR(rail->stages[0].dp_reduce_ms, 1e3 * rail_bytes / nic, 1e-9);
 }
 
 // ZeRO-3: per-layer gathers before F and I; prefetched one layer ahead they hide under the

@@ -82,6 +82,18 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
   Key(e, "optimizer", std::string(models::ToString(t.optimizer)));
   Key(e, "recompute", std::string(models::ToString(t.recompute)));
   Key(e, "flash_attention", t.flash_attention);
+  if (t.overlap != models::Overlap{}) {
+    e << YAML::Key << "overlap" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    Key(e, "tp_comm", t.overlap.tp_comm);
+    Key(e, "grad_reduce", t.overlap.grad_reduce);
+    Key(e, "param_gather", t.overlap.param_gather);
+    e << YAML::EndMap;
+  }
+  if (t.grad_reduce_dtype != models::GradReduceDtype::kFp32) {
+    Key(e, "grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
+  }
+  if (t.grad_bucket_mb != 0) KeyNum(e, "grad_bucket_mb", t.grad_bucket_mb);
+  if (t.zero3_prefetch != 1) Key(e, "zero3_prefetch", t.zero3_prefetch);
   e << YAML::EndMap;
 }
 
@@ -97,7 +109,9 @@ void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
   Key(e, "dp_reduction",
       std::string(c.dp_reduction == R::kRing   ? "ring"
                   : c.dp_reduction == R::kTree ? "tree"
+                  : c.dp_reduction == R::kAuto ? "auto"
                                                : "parameter-server"));
+  if (c.nics_per_node > 0) Key(e, "nics_per_node", c.nics_per_node);
   Key(e, "parameter_servers", c.parameter_servers);
   auto link = [&](const char* key, double bw, double lat, double eff, double bw0, double lat0,
                   double eff0) {
@@ -112,6 +126,12 @@ void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
        base.nvlink_bytes_per_s, base.nvlink_latency_s, base.nvlink_efficiency);
   link("inter_node", d.ib_bytes_per_s, d.ib_latency_s, d.ib_efficiency, base.ib_bytes_per_s,
        base.ib_latency_s, base.ib_efficiency);
+  if (c.variability.distribution != models::Variability::Distribution::kNone) {
+    e << YAML::Key << "variability" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    Key(e, "distribution", std::string(models::ToString(c.variability.distribution)));
+    KeyNum(e, "cv", c.variability.cv);
+    e << YAML::EndMap;
+  }
   if (d.gemm_efficiency != base.gemm_efficiency ||
       d.attn_fwd_efficiency != base.attn_fwd_efficiency ||
       d.attn_bwd_efficiency != base.attn_bwd_efficiency ||

@@ -14,6 +14,7 @@ double Ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 struct ModelComm {
   std::int64_t tp_bytes = 0, cp_bytes = 0;
   double tp_cp_ms = 0;
+  double tp_cp_hidden_ms = 0, dp_hidden_ms = 0;  // hidden under compute (training.overlap)
 };
 ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts& jc) {
   ModelComm x;
@@ -22,22 +23,27 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
     switch (a.kind) {
       case ActionKind::kForward:
         x.tp_cp_ms += c.forward_tp_comm_ms + c.forward_cp_comm_ms;
+        x.tp_cp_hidden_ms += c.forward_tp_comm_overlapped_ms;
         x.tp_bytes += c.tp_bytes_per_microbatch;  // the microbatch's F, I and W together
         x.cp_bytes += c.cp_bytes_per_microbatch;
         break;
       case ActionKind::kBackwardInput:
       case ActionKind::kBackward:
         x.tp_cp_ms += c.backward_tp_comm_ms + c.backward_cp_comm_ms;
+        x.tp_cp_hidden_ms += c.backward_tp_comm_overlapped_ms;
         break;
       case ActionKind::kOptimizer:
         x.tp_bytes += c.tp_bytes_per_iteration;
+        x.dp_hidden_ms += c.param_allgather_hidden_ms;
+        break;
+      case ActionKind::kReduceGrad:
+        x.dp_hidden_ms += c.dp_reduce_hidden_ms;
         break;
       case ActionKind::kBackwardWeight:
       case ActionKind::kSendF:
       case ActionKind::kRecvF:
       case ActionKind::kSendB:
       case ActionKind::kRecvB:
-      case ActionKind::kReduceGrad:
         break;
     }
   }
@@ -190,8 +196,13 @@ Report BuildReport(const ResolvedJob& job, const StepRecord& step, const ReportO
     const double busy = Ms(b.step.busy_ns);
     const double tp_cp = model_comm[busiest].tp_cp_ms;
     const double dp_exposed = Ms(b.dp_exposed_ns);
-    r.breakdown = Breakdown{static_cast<int>(busiest), busy - tp_cp, tp_cp, dp_exposed,
-                            std::max(0.0, r.iteration_time_ms - busy - dp_exposed)};
+    r.breakdown = Breakdown{static_cast<int>(busiest),
+                            busy - tp_cp,
+                            tp_cp,
+                            dp_exposed,
+                            std::max(0.0, r.iteration_time_ms - busy - dp_exposed),
+                            model_comm[busiest].tp_cp_hidden_ms,
+                            model_comm[busiest].dp_hidden_ms};
   }
   r.memory = MemorySummary{worst_peak <= jc->hbm_bytes, jc->hbm_bytes, worst_rank, worst_peak,
                            std::max<std::int64_t>(0, worst_peak - jc->hbm_bytes)};

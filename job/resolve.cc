@@ -84,6 +84,7 @@ models::CostInputs CostInputsOf(const JobConfig& c, int microbatches) {
   in.training = c.training;
   in.cluster = c.cluster;
   in.microbatches = microbatches;
+  in.optimizer_sync = c.optimizer_sync;
   return in;
 }
 

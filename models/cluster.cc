@@ -167,7 +167,70 @@ Status ParseCompute(const YAML::Node& node, const YamlFields& f, DeviceSpec* d) 
   return OkStatus();
 }
 
+Status ParseVariability(const YAML::Node& node, const YamlFields& f, Variability* out) {
+  if (!node) return OkStatus();
+  if (!node.IsMap()) {
+    return f.At(node, "cluster.variability", "must be a map {distribution: normal|lognormal, cv}");
+  }
+  if (Status s = f.CheckKeys(node, "cluster.variability", {"distribution", "cv"}); !s) return s;
+  const YAML::Node dist = node["distribution"];
+  if (!dist) return f.At(node, "cluster.variability", "needs distribution: normal | lognormal");
+  Expected<std::string> d =
+      f.Choice(dist, "cluster.variability.distribution", {"none", "normal", "lognormal"});
+  if (!d) return d.error();
+  using D = Variability::Distribution;
+  out->distribution = *d == "none" ? D::kNone : *d == "normal" ? D::kNormal : D::kLognormal;
+  if (const YAML::Node v = node["cv"]) {
+    Expected<double> x =
+        f.Number(v, "cluster.variability.cv", 0, out->distribution == D::kNormal ? 0.25 : 1.0);
+    if (!x) return x.error();
+    out->cv = *x;
+  }
+  return OkStatus();
+}
+
+// log Phi(z), accurate in both tails.
+double LogNormalCdf(double z) {
+  return z > 0 ? std::log1p(-0.5 * std::erfc(z / std::sqrt(2.0)))
+               : std::log(0.5 * std::erfc(-z / std::sqrt(2.0)));
+}
+
 }  // namespace
+
+std::string_view ToString(Variability::Distribution d) {
+  switch (d) {
+    case Variability::Distribution::kNone:
+      return "none";
+    case Variability::Distribution::kNormal:
+      return "normal";
+    case Variability::Distribution::kLognormal:
+      return "lognormal";
+  }
+  return "?";
+}
+
+double ExpectedMaxFactor(const Variability& v, long long n) {
+  using D = Variability::Distribution;
+  if (v.distribution == D::kNone || v.cv <= 0 || n <= 1) return 1;
+  const double sigma = std::sqrt(std::log1p(v.cv * v.cv));
+  const double mu = -sigma * sigma / 2;
+  auto g = [&](double z) {
+    return v.distribution == D::kNormal ? 1 + v.cv * z : std::exp(mu + sigma * z);
+  };
+  // Density of the maximum of n standard normals: n phi(z) Phi(z)^(n-1).
+  const double nn = static_cast<double>(n);
+  const double inv_sqrt_2pi = 1 / std::sqrt(2 * std::acos(-1.0));
+  auto integrand = [&](double z) {
+    const double log_density = std::log(nn) - z * z / 2 + (nn - 1) * LogNormalCdf(z);
+    return g(z) * inv_sqrt_2pi * std::exp(log_density);
+  };
+  constexpr double kLo = -12, kHi = 12;
+  constexpr int kSteps = 24000;  // even, step 1e-3
+  const double h = (kHi - kLo) / kSteps;
+  double sum = integrand(kLo) + integrand(kHi);
+  for (int i = 1; i < kSteps; ++i) sum += (i % 2 ? 4 : 2) * integrand(kLo + i * h);
+  return sum * h / 3;
+}
 
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& f,
                                            int world_size) {
@@ -175,9 +238,10 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
   c.device = *FindDevice("a100-sxm-80gb");
   bool nodes_given = false;
   if (node && !node.IsNull()) {
-    if (Status s = f.CheckKeys(node, "cluster",
-                               {"device", "gpus_per_node", "nodes", "intra_node", "inter_node",
-                                "rank_order", "dp_reduction", "parameter_servers", "compute"});
+    if (Status s = f.CheckKeys(
+            node, "cluster",
+            {"device", "gpus_per_node", "nodes", "intra_node", "inter_node", "rank_order",
+             "dp_reduction", "parameter_servers", "compute", "variability", "nics_per_node"});
         !s) {
       return s.error();
     }
@@ -192,6 +256,11 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
       if (!x) return x.error();
       c.gpus_per_node = static_cast<int>(*x);
     }
+    if (const YAML::Node v = node["nics_per_node"]) {
+      Expected<long long> x = f.Int(v, "cluster.nics_per_node", 1, 1024);
+      if (!x) return x.error();
+      c.nics_per_node = static_cast<int>(*x);
+    }
     if (const YAML::Node v = node["nodes"]) {
       Expected<long long> x = f.Int(v, "cluster.nodes", 1, 1 << 20);
       if (!x) return x.error();
@@ -200,11 +269,13 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
     }
     if (const YAML::Node v = node["dp_reduction"]) {
       Expected<std::string> x =
-          f.Choice(v, "cluster.dp_reduction", {"ring", "tree", "parameter-server"});
+          f.Choice(v, "cluster.dp_reduction", {"ring", "tree", "parameter-server", "auto"});
       if (!x) return x.error();
-      c.dp_reduction = *x == "ring"   ? ClusterConfig::DpReduction::kRing
-                       : *x == "tree" ? ClusterConfig::DpReduction::kTree
-                                      : ClusterConfig::DpReduction::kParameterServer;
+      using R = ClusterConfig::DpReduction;
+      c.dp_reduction = *x == "ring"   ? R::kRing
+                       : *x == "tree" ? R::kTree
+                       : *x == "auto" ? R::kAuto
+                                      : R::kParameterServer;
     }
     if (const YAML::Node v = node["parameter_servers"]) {
       Expected<long long> x = f.Int(v, "cluster.parameter_servers", 1, 1 << 20);
@@ -230,6 +301,9 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
       return s.error();
     }
     if (Status s = ParseCompute(node["compute"], f, &c.device); !s) return s.error();
+    if (Status s = ParseVariability(node["variability"], f, &c.variability); !s) {
+      return s.error();
+    }
   }
   c.device.gpus_per_node = c.gpus_per_node;
   c.nodes_given = nodes_given;
@@ -242,7 +316,10 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
             " ranks (pp x dp x tp x cp)");
   }
   c.intra = {c.device.nvlink_bytes_per_s * c.device.nvlink_efficiency, c.device.nvlink_latency_s};
-  c.inter = {c.device.ib_bytes_per_s * c.device.ib_efficiency, c.device.ib_latency_s};
+  // One GPU's share of the node's NICs (all of a node's GPUs reduce at the same time).
+  const int nics = c.nics_per_node > 0 ? c.nics_per_node : c.gpus_per_node;
+  const double share = std::min(1.0, static_cast<double>(nics) / c.gpus_per_node);
+  c.inter = {c.device.ib_bytes_per_s * c.device.ib_efficiency * share, c.device.ib_latency_s};
   return c;
 }
 

@@ -66,20 +66,45 @@ struct DeviceSpec {
 const std::vector<std::string>& DeviceNames();
 Expected<DeviceSpec> FindDevice(std::string_view name);
 
+// Per-rank speed variability at scale (`variability: {distribution: normal, cv: 0.02}`): each
+// rank's compute time is the nominal time times an independent factor of mean 1 and
+// coefficient of variation cv, drawn per step; a step waits for the slowest rank of the
+// ranks that synchronise in it.
+struct Variability {
+  enum class Distribution { kNone, kNormal, kLognormal };
+  Distribution distribution = Distribution::kNone;
+  double cv = 0;
+};
+std::string_view ToString(Variability::Distribution d);
+
+// E[max of n factors] (order statistics): for the normal, 1 + cv E[max of n standard
+// normals]; for the lognormal of mean 1, E[exp(mu + sigma Z_max)] with sigma^2 = ln(1 + cv^2),
+// mu = -sigma^2 / 2. Both are the integral of g(z) n phi(z) Phi(z)^(n-1) over z, evaluated
+// numerically (Simpson's rule on [-12, 12], step 1e-3). 1 without variability or for n <= 1.
+double ExpectedMaxFactor(const Variability& v, long long n);
+
 struct ClusterConfig {
   DeviceSpec device;
   int gpus_per_node = 8;
+  // NICs per node (`nics_per_node`, default gpus_per_node: DGX A100/H100 have one ConnectX
+  // per GPU). Each NIC runs at inter_node.bandwidth_gb_s; with fewer NICs than GPUs the GPUs
+  // of a node share them, all communicating at once: `inter` is one GPU's share.
+  int nics_per_node = 0;  // 0: gpus_per_node
   int nodes = 1;
   bool nodes_given = false;  // false: ceil(world size / gpus_per_node), re-derived per layout
   Link intra;                // NVLink, per GPU per direction
-  Link inter;                // InfiniBand, per GPU (one NIC each) per direction
+  Link inter;                // InfiniBand, one GPU's share of its node's NICs, per direction
   DimOrder rank_order = kMegatronOrder;  // `rank_order: tp-cp-dp-pp`, innermost first
   // How data parallelism reduces gradients without ZeRO (`dp_reduction:`): ring all-reduce
   // (NCCL's default for large buffers), tree all-reduce, or `parameter_servers` parameter
   // servers (push gradients, pull parameters), for the comparison users ask for.
-  enum class DpReduction { kRing, kTree, kParameterServer };
-  DpReduction dp_reduction = DpReduction::kRing;
+  // kAuto (default): the faster of ring and tree for each reduction's size and rank count,
+  // as NCCL's tuner picks the algorithm with the lowest modelled time (src/graph/tuning.cc):
+  // the ring's 2(n-1) latency steps lose to the tree's 2 ceil(log2 n) at thousands of ranks.
+  enum class DpReduction { kRing, kTree, kParameterServer, kAuto };
+  DpReduction dp_reduction = DpReduction::kAuto;
   int parameter_servers = 1;
+  Variability variability;
   int world_size() const { return gpus_per_node * nodes; }
 };
 
@@ -87,7 +112,9 @@ struct ClusterConfig {
 // Keys: device, gpus_per_node, nodes, intra_node, inter_node ({bandwidth_gb_s, latency_us,
 // efficiency}), rank_order (default tp-cp-dp-pp), compute ({gemm_efficiency,
 // attention_forward_efficiency, attention_backward_efficiency, hbm_efficiency}: the
-// efficiency model's constants, each in (0, 1]). `nodes` defaults to ceil(world_size /
+// efficiency model's constants, each in (0, 1]), variability ({distribution: normal |
+// lognormal, cv: in [0, 0.25] for normal (so that a negative time stays out of reach,
+// 4 sigma), [0, 1] for lognormal}). `nodes` defaults to ceil(world_size /
 // gpus_per_node) and must hold them.
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& fields,
                                            int world_size);

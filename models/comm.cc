@@ -73,8 +73,18 @@ double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topol
   switch (c) {
     case Collective::kAllReduceRing:
       return RingAllReduceMs(bytes, g.size, link);
-    case Collective::kAllReduceTree:
-      return TreeAllReduceMs(bytes, g.size, link);
+    case Collective::kAllReduceTree: {
+      if (!g.spans_nodes() || g.size <= 1 || bytes <= 0) {
+        return TreeAllReduceMs(bytes, g.size, link);
+      }
+      // NCCL's tree is hierarchical: a chain through the k ranks of a node over NVLink, a
+      // double binary tree between the nodes (NCCL 2.4), up and down: 2((k-1) a_intra +
+      // ceil(log2 nodes) a_inter) of latency instead of 2 ceil(log2 n) a_inter.
+      const int k = std::max(1, g.ranks_per_node);
+      const double depth = std::ceil(std::log2(static_cast<double>(g.nodes)));
+      return Ms(2 * ((k - 1) * topo.intra.latency_s + depth * topo.inter.latency_s) +
+                2 * bytes / link.bandwidth_bytes_per_s);
+    }
     case Collective::kAllGather:
       return AllGatherMs(bytes, g.size, link);
     case Collective::kReduceScatter:

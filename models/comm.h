@@ -15,7 +15,11 @@
 //   parameter server  2 a + 2 max(1, n/servers) * S/B       (push grads, pull params)
 // A group that spans nodes runs at the slower of NVLink and its ranks-per-node NICs
 // (k ranks of the group on a node drive k NICs in parallel, as NCCL's rings do) with the
-// inter-node latency; a group inside one node runs on NVLink.
+// inter-node latency; a group inside one node runs on NVLink. Topology::inter is one GPU's
+// share of its node's NICs (cluster.nics_per_node / gpus_per_node of one NIC when fewer).
+// A tree all-reduce over nodes is hierarchical, as NCCL's: a chain through a node's k ranks
+// over NVLink and a tree between the nodes, 2((k-1) a_intra + ceil(log2 nodes) a_inter)
+// of latency.
 //
 //   Topology topo{cluster.intra, cluster.inter};
 //   GroupShape g = layout.WorstShape(Dim::kDp, 8);

@@ -20,6 +20,9 @@ std::string Str(long long v) { return std::to_string(v); }
 
 // Megatron-LM's default DDP bucket (elements) as the reduce-scatter staging buffer size.
 constexpr I64 kDpBucketElements = 40'000'000;
+// Megatron-Core's DistributedDataParallel grows the bucket with the DP size:
+// max(40M, 1M x dp) elements (distributed_data_parallel.py).
+constexpr double kDpBucketElementsPerRank = 1e6;
 
 Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
   auto must_divide = [&](const char* pkey, int pval, const char* mkey, long long mval) {
@@ -42,6 +45,7 @@ Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
 struct LayerTimes {
   double f = 0, i = 0, w = 0;
   double f_tp = 0, i_tp = 0, f_cp = 0, i_cp = 0;
+  double f_tp_hidden = 0, i_tp_hidden = 0;  // overlap.tp_comm: hidden under the GEMMs
   double tp_bytes = 0, cp_bytes = 0;
 };
 
@@ -104,6 +108,18 @@ LayerTimes DecoderLayer(const Context& c) {
     cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
     lt.cp_bytes = steps * 3 * kv;
   }
+  // overlap.tp_comm (Megatron-Core's --tp-comm-overlap): each collective is split into
+  // chunks along the ring and pipelined with the chunks of the GEMM it feeds (all-gather
+  // before the column-parallel GEMMs) or drains (reduce-scatter after the row-parallel ones),
+  // so per layer only the part longer than those GEMMs is exposed.
+  if (c.t.overlap.tp_comm && c.sh.tp > 1) {
+    const double f_exposed = std::max(0.0, tp_f - gemm);
+    const double i_exposed = std::max(0.0, tp_i - gemm);
+    lt.f_tp_hidden = tp_f - f_exposed;
+    lt.i_tp_hidden = tp_i - i_exposed;
+    tp_f = f_exposed;
+    tp_i = i_exposed;
+  }
   const double attn_f_total = std::max(attn_f, cp_f);
   const double attn_b_total = std::max(attn_b, cp_b);
   lt.f_cp = attn_f_total - attn_f;
@@ -123,6 +139,7 @@ LayerTimes DecoderLayer(const Context& c) {
     case Recompute::kFull:
       lt.i += lt.f;
       lt.i_tp += tp_f;
+      lt.i_tp_hidden += lt.f_tp_hidden;
       lt.i_cp += lt.f_cp;
       if (c.sh.cp > 1) lt.cp_bytes *= 4.0 / 3.0;  // the forward transfers happen twice
       if (c.sh.tp > 1) {
@@ -339,6 +356,8 @@ void StageCompute(const Shared& j, StageCost& sc) {
   sc.backward_weight_ms = L * j.layer.w;
   sc.forward_tp_comm_ms = L * j.layer.f_tp;
   sc.backward_tp_comm_ms = L * j.layer.i_tp;
+  sc.forward_tp_comm_overlapped_ms = L * j.layer.f_tp_hidden;
+  sc.backward_tp_comm_overlapped_ms = L * j.layer.i_tp_hidden;
   sc.forward_cp_comm_ms = L * j.layer.f_cp;
   sc.backward_cp_comm_ms = L * j.layer.i_cp;
   double tp_bytes = L * j.layer.tp_bytes;
@@ -397,7 +416,8 @@ void StagePipelineTransfer(const Shared& j, StageCost& sc) {
 
 // Stage phase, memory inventory: the model state under ZeRO and the communication buffers
 // (receive buffers for the pipeline's activation and gradient, the all-gathered input under
-// sp, ZeRO's reduce-scatter bucket and ZeRO-3's prefetched parameters, two layers).
+// sp, ZeRO's reduce-scatter bucket and ZeRO-3's gathered parameters: the layer computing and
+// training.zero3_prefetch layers ahead).
 void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   const ParallelConfig& par = j.par;
   const TrainingConfig& t = j.c.t;
@@ -411,8 +431,9 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   if (j.n_dp > 1 && par.zero >= 1) {
     buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;
   }
-  if (j.n_dp > 1 && par.zero == 3) {
-    buffers += 2 * static_cast<double>(DecoderLayerParamsPerRank(j.c.m, par.tp)) * bpp.params;
+  if (j.n_dp > 1 && par.zero == 3) {  // the unit computing and the units prefetched
+    buffers += (1 + t.zero3_prefetch) *
+               static_cast<double>(DecoderLayerParamsPerRank(j.c.m, par.tp)) * bpp.params;
   }
   sc.comm_buffer_bytes = std::llround(buffers);
 }
@@ -424,30 +445,69 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   const ParallelConfig& par = j.par;
   const int n_dp = j.n_dp;
   const BytesPerParam bpp = StateBytesPerParam(c.t.precision, c.t.optimizer);
-  const double grad_full = static_cast<double>(sc.params) * bpp.grads;
+  const Overlap& ov = c.t.overlap;
+  // The reduction's element size (training.grad_reduce_dtype), not the gradients' in memory.
+  const double grad_full = static_cast<double>(sc.params) * c.t.grad_reduce_bytes();
   const double param_full = static_cast<double>(sc.params) * bpp.params;
+  // Buckets: one without overlap (Megatron-Core reduces everything at once), else
+  // ceil(params / bucket) of equal size.
+  const double bucket_elements =
+      c.t.grad_bucket_mb > 0
+          ? c.t.grad_bucket_mb * 1e6 / c.t.grad_reduce_bytes()
+          : std::max(static_cast<double>(kDpBucketElements), kDpBucketElementsPerRank * n_dp);
+  const bool bucketed = ov.grad_reduce || ov.param_gather;
+  const double buckets =
+      bucketed ? std::max(1.0, std::ceil(static_cast<double>(sc.params) / bucket_elements)) : 1.0;
+  // n buckets ready (or needed) evenly through a compute of `during` ms, reduced one after
+  // another on the collective stream, each taking `one` ms: what runs past the compute is
+  // max(one, n * one - during * (n - 1) / n) (the first or the last bucket is the critical
+  // one); the rest is hidden.
+  auto hidden = [&](double one, double during) {
+    const double total = buckets * one;
+    return total - std::max(one, total - during * (buckets - 1) / buckets);
+  };
   if (n_dp > 1) {
     using DpReduction = ClusterConfig::DpReduction;
     const DpReduction how = j.cluster.dp_reduction;
-    const Collective k = par.zero != 0               ? Collective::kReduceScatter
-                         : how == DpReduction::kTree ? Collective::kAllReduceTree
-                                                     : Collective::kAllReduceRing;
-    if (par.zero == 0 && how == DpReduction::kParameterServer) {
-      // Each worker pushes its gradients and pulls the parameters back.
-      sc.dp_reduce_ms =
-          ParameterServerMs(grad_full, c.dp_group, j.cluster.parameter_servers, c.topo);
-      sc.dp_reduce_bytes = grad_full;
-    } else {
-      sc.dp_reduce_ms = CollectiveMs(k, grad_full, c.dp_group, c.topo);
-      sc.dp_reduce_bytes = BytesSentPerRank(k, grad_full, n_dp);
+    Collective k = par.zero != 0               ? Collective::kReduceScatter
+                   : how == DpReduction::kTree ? Collective::kAllReduceTree
+                                               : Collective::kAllReduceRing;
+    const bool ps = par.zero == 0 && how == DpReduction::kParameterServer;
+    // auto: the faster of ring and tree for one bucket (NCCL has no tree reduce-scatter).
+    if (par.zero == 0 && how == DpReduction::kAuto &&
+        CollectiveMs(Collective::kAllReduceTree, grad_full / buckets, c.dp_group, c.topo) <
+            CollectiveMs(Collective::kAllReduceRing, grad_full / buckets, c.dp_group, c.topo)) {
+      k = Collective::kAllReduceTree;
+    }
+    // Each worker pushes its gradients and pulls the parameters back.
+    auto reduce_ms = [&](double bytes) {
+      return ps ? ParameterServerMs(bytes, c.dp_group, j.cluster.parameter_servers, c.topo)
+                : CollectiveMs(k, bytes, c.dp_group, c.topo);
+    };
+    const double one_bucket = reduce_ms(grad_full / buckets);
+    sc.dp_reduce_ms = buckets * one_bucket;
+    sc.dp_reduce_bytes = ps ? grad_full : BytesSentPerRank(k, grad_full, n_dp);
+    if (ov.grad_reduce) {
+      sc.dp_reduce_hidden_ms = hidden(one_bucket, sc.backward_input_ms + sc.backward_weight_ms);
     }
     if (par.zero == 1 || par.zero == 2) {
-      sc.param_allgather_ms = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
+      const double one =
+          CollectiveMs(Collective::kAllGather, param_full / buckets, c.dp_group, c.topo);
+      sc.param_allgather_ms = buckets * one;
+      if (ov.param_gather) sc.param_allgather_hidden_ms = hidden(one, sc.forward_ms);
     }
-    if (par.zero == 3) {  // gather before F and again before I, prefetched under compute
-      const double gather = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo);
-      sc.forward_ms = std::max(sc.forward_ms, gather);
-      sc.backward_input_ms = std::max(sc.backward_input_ms, gather);
+    if (par.zero == 3) {
+      // Each unit (decoder layer; a stage without layers is one unit) is gathered before its
+      // F and again before its I. With zero3_prefetch >= 1 the gathers run ahead on the
+      // collective stream, so a pass takes max(compute, units x g) plus the first unit's
+      // gather, which nothing precedes; with 0 every gather is in series with the compute.
+      const double units = std::max(1, sc.layers);
+      const double g = CollectiveMs(Collective::kAllGather, param_full / units, c.dp_group, c.topo);
+      auto pass = [&](double compute) {
+        return c.t.zero3_prefetch >= 1 ? std::max(compute, units * g) + g : compute + units * g;
+      };
+      sc.forward_ms = pass(sc.forward_ms);
+      sc.backward_input_ms = pass(sc.backward_input_ms);
       sc.zero3_gather_bytes_per_microbatch =
           std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
     }
@@ -533,6 +593,24 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
   }
 }
 
+// Phase 7, cluster.variability: each step waits for the slowest of the ranks that synchronise
+// in it, so every stage's compute (not its exposed communication) runs E[max] times longer.
+void ApplyVariability(JobCosts& jc, const CostInputs& in) {
+  const ParallelConfig& p = in.parallel;
+  jc.straggler_ranks =
+      in.optimizer_sync ? jc.world_size : static_cast<long long>(p.tp) * p.cp * p.dp;
+  jc.straggler_factor = ExpectedMaxFactor(jc.cluster.variability, jc.straggler_ranks);
+  if (jc.straggler_factor == 1) return;
+  const double k = jc.straggler_factor;
+  for (StageCost& sc : jc.stages) {
+    const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms;
+    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms;
+    sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
+    sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
+    sc.backward_weight_ms *= k;
+  }
+}
+
 }  // namespace
 
 // The phases in order; each is a function above.
@@ -544,6 +622,7 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   const Context c = MakeContext(jc, in.parallel, layout);
   const Link pp_link = PipelineLink(jc, layout, c.topo);
   jc.stages = BuildStages(MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages), *split);
+  ApplyVariability(jc, in);
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }

@@ -18,8 +18,10 @@
 // the compute stream between the GEMMs); the *_comm_ms fields give the exposed part for the
 // step breakdown. CP's ring-attention transfers overlap the attention compute, so only the
 // part longer than the compute is exposed. Under sequence parallelism the all-gather that W
-// needs again overlaps W's GEMMs. ZeRO-3 gathers each stage's parameters before F and I,
-// prefetched under compute.
+// needs again overlaps W's GEMMs. ZeRO-3 gathers each layer's parameters before F and I,
+// training.zero3_prefetch layers ahead. training.overlap hides parts of the TP collectives,
+// the DP reduction and ZeRO's parameter gather (the *_overlapped_ms / *_hidden_ms fields);
+// cluster.variability scales the compute by the expected slowest rank (straggler_factor).
 #pragma once
 
 #include <cstdint>
@@ -40,16 +42,25 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
 
   double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
   double forward_tp_comm_ms = 0, backward_tp_comm_ms = 0;  // exposed TP/SP collectives
+  // TP/SP collective time hidden under the GEMMs (training.overlap.tp_comm); not in the times.
+  double forward_tp_comm_overlapped_ms = 0, backward_tp_comm_overlapped_ms = 0;
   double forward_cp_comm_ms = 0, backward_cp_comm_ms = 0;  // exposed ring-attention transfers
   double p2p_bytes = 0;  // activation (and, same size, gradient) sent to the next/previous stage
   double p2p_ms = 0;     // one such transfer to the next stage (latency + bytes / bandwidth)
 
   // Per iteration.
-  double dp_reduce_ms = 0;        // gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1)
-  double dp_reduce_bytes = 0;     // bytes one rank sends in it; 0 if dp x cp == 1
+  double dp_reduce_ms = 0;     // gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1)
+  double dp_reduce_bytes = 0;  // bytes one rank sends in it; 0 if dp x cp == 1
+  // Part of dp_reduce_ms hidden under the stage's last backward (training.overlap.grad_reduce:
+  // all buckets but the last reduce while the backward still runs); the simulator plays
+  // dp_reduce_ms - dp_reduce_hidden_ms after the stage's last gradient.
+  double dp_reduce_hidden_ms = 0;
   double param_allgather_ms = 0;  // ZeRO 1/2: parameters gathered after the optimizer step
-  double embedding_sync_ms = 0;   // tied embeddings over > 1 stage: first/last grads summed
-  double optimizer_ms = 0;        // memory-bound optimizer step over this rank's shard
+  // Part of param_allgather_ms hidden under the next step's first forward
+  // (training.overlap.param_gather); the rest stays in series with the optimizer step.
+  double param_allgather_hidden_ms = 0;
+  double embedding_sync_ms = 0;  // tied embeddings over > 1 stage: first/last grads summed
+  double optimizer_ms = 0;       // memory-bound optimizer step over this rank's shard
 
   // FLOPs of one microbatch of this stage, summed over its TP x CP group.
   double model_flops_per_microbatch = 0;             // Narayanan et al.: F + B, no recompute
@@ -73,6 +84,10 @@ struct JobCosts {
   std::vector<StageCost> stages;                              // size num_stages, in model order
   double p2p_latency_ms = 0, p2p_bandwidth_bytes_per_ms = 0;  // worst pipeline link
   double sync_ms = 0;  // all-rank reduction before the optimizer step (grad norm, inf check)
+  // cluster.variability: the expected slowest of the ranks that synchronise, as a factor on
+  // every stage's compute (1 without variability); already applied to the stage times.
+  double straggler_factor = 1;
+  long long straggler_ranks = 1;  // the ranks it is the maximum over
   std::int64_t hbm_bytes = 0;
   double peak_flops_per_device = 0;  // dense, in the training precision
   int world_size = 1;
@@ -98,6 +113,9 @@ struct CostInputs {
   TrainingConfig training;
   ClusterConfig cluster;
   int microbatches = 1;
+  // Who waits for whom each step (cluster.variability): every rank with optimizer_sync, else
+  // the tp x cp x dp ranks of a stage (its collectives and gradient reduction).
+  bool optimizer_sync = true;
 };
 Expected<JobCosts> BuildJobCosts(const CostInputs& inputs, int num_stages);
 

@@ -42,12 +42,17 @@ std::string_view ToString(Recompute v) {
   return "?";
 }
 
+std::string_view ToString(GradReduceDtype v) {
+  return v == GradReduceDtype::kFp32 ? "fp32" : "bf16";
+}
+
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s = f.CheckKeys(node, "training",
-                             {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
-                              "flash_attention"});
+  if (Status s = f.CheckKeys(
+          node, "training",
+          {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
+           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch"});
       !s) {
     return s.error();
   }
@@ -86,6 +91,42 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<bool> x = f.Bool(v, "training.flash_attention");
     if (!x) return x.error();
     t.flash_attention = *x;
+  }
+  if (const YAML::Node v = node["overlap"]) {
+    if (!v.IsMap()) {
+      return f.At(v, "training.overlap",
+                  "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool}");
+    }
+    if (Status s = f.CheckKeys(v, "training.overlap", {"tp_comm", "grad_reduce", "param_gather"});
+        !s) {
+      return s.error();
+    }
+    const std::pair<const char*, bool*> flags[] = {{"tp_comm", &t.overlap.tp_comm},
+                                                   {"grad_reduce", &t.overlap.grad_reduce},
+                                                   {"param_gather", &t.overlap.param_gather}};
+    for (const auto& [key, out] : flags) {
+      if (const YAML::Node b = v[key]) {
+        Expected<bool> x = f.Bool(b, std::string("training.overlap.") + key);
+        if (!x) return x.error();
+        *out = *x;
+      }
+    }
+  }
+  if (const YAML::Node v = node["grad_reduce_dtype"]) {
+    Expected<std::string> x = f.Choice(v, "training.grad_reduce_dtype", {"fp32", "bf16"});
+    if (!x) return x.error();
+    t.grad_reduce_dtype = *x == "fp32" ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
+  }
+  if (const YAML::Node v = node["grad_bucket_mb"]) {
+    // 0 keeps Megatron-Core's default; up to 1 TB.
+    Expected<double> x = f.Number(v, "training.grad_bucket_mb", 0, 1e6);
+    if (!x) return x.error();
+    t.grad_bucket_mb = *x;
+  }
+  if (const YAML::Node v = node["zero3_prefetch"]) {
+    Expected<long long> x = f.Int(v, "training.zero3_prefetch", 0, 64);
+    if (!x) return x.error();
+    t.zero3_prefetch = static_cast<int>(*x);
   }
   return t;
 }

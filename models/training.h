@@ -1,7 +1,9 @@
 // training.h — the job file's `training:` section and the microbatch count it implies.
 //
 //   training: {global_batch: 1536, micro_batch: 1, precision: bf16, optimizer: adam,
-//              recompute: selective, flash_attention: false}
+//              recompute: selective, flash_attention: false,
+//              overlap: {tp_comm: false, grad_reduce: false, param_gather: false},
+//              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -18,6 +20,16 @@ namespace pipetwin::models {
 enum class Precision { kBf16, kFp16, kFp32 };  // bf16/fp16: mixed precision with fp32 master
 enum class Optimizer { kAdam, kSgd, kSgdMomentum };
 enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
+enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
+
+// Communication overlapped with compute, as Megatron-Core's --tp-comm-overlap,
+// --overlap-grad-reduce and --overlap-param-gather (all off by default there, and here).
+struct Overlap {
+  bool tp_comm = false;       // TP/SP collectives chunked under the GEMMs they feed
+  bool grad_reduce = false;   // DP gradient reduction by bucket under the last backward
+  bool param_gather = false;  // ZeRO 1/2 parameter all-gather under the next forward
+  bool operator==(const Overlap&) const = default;
+};
 
 struct TrainingConfig {
   int global_batch = 0;  // sequences per iteration; 0 = derived from `microbatches`
@@ -29,10 +41,25 @@ struct TrainingConfig {
   // softmax is not a separate memory-bound pass. false: the unfused attention of
   // Korthikanti et al. 2022 Table 2 (its 5as/h term).
   bool flash_attention = false;
+  Overlap overlap;
+  // Megatron-LM reduces bf16 models' gradients in fp32 (arguments.py turns on
+  // accumulate_allreduce_grads_in_fp32 with --bf16): 4 bytes per element unless bf16.
+  GradReduceDtype grad_reduce_dtype = GradReduceDtype::kFp32;
+  // The DP gradient bucket (MB = 1e6 bytes) under overlap.grad_reduce; 0: Megatron-Core's
+  // default, max(40M, 1M x dp) elements (DistributedDataParallel), at the reduction's element
+  // size. Without overlap.grad_reduce Megatron-Core reduces in one bucket.
+  double grad_bucket_mb = 0;
+  // ZeRO-3: units (decoder layers) gathered ahead of the one computing, as FSDP's
+  // BackwardPrefetch.BACKWARD_PRE default (one unit ahead); 0 gathers each unit on demand.
+  int zero3_prefetch = 1;
 
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
   bool mixed_precision() const { return precision != Precision::kFp32; }
+  // Bytes of one element of the DP gradient reduction: fp32 training always reduces fp32.
+  int grad_reduce_bytes() const {
+    return precision == Precision::kFp32 || grad_reduce_dtype == GradReduceDtype::kFp32 ? 4 : 2;
+  }
 };
 
 // Absent node: all defaults. Unknown keys and bad enum values are errors naming the file,
@@ -42,5 +69,6 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
 std::string_view ToString(Precision v);
 std::string_view ToString(Optimizer v);
 std::string_view ToString(Recompute v);
+std::string_view ToString(GradReduceDtype v);
 
 }  // namespace pipetwin::models

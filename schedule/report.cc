@@ -58,7 +58,9 @@ std::string ReportToJson(const Report& r) {
                       {"compute_ms", b.compute_ms},
                       {"tp_cp_comm_exposed_ms", b.tp_cp_comm_exposed_ms},
                       {"dp_comm_exposed_ms", b.dp_comm_exposed_ms},
-                      {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms}};
+                      {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms},
+                      {"tp_cp_comm_overlapped_ms", b.tp_cp_comm_overlapped_ms},
+                      {"dp_comm_overlapped_ms", b.dp_comm_overlapped_ms}};
   }
   if (r.memory) {
     const MemorySummary& m = *r.memory;
@@ -149,10 +151,12 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
     }
     if (j.contains("breakdown")) {
       const auto& b = j.at("breakdown");
-      r.breakdown = Breakdown{b.at("pipeline_rank").get<int>(), b.at("compute_ms").get<double>(),
-                              b.at("tp_cp_comm_exposed_ms").get<double>(),
-                              b.at("dp_comm_exposed_ms").get<double>(),
-                              b.at("pp_comm_and_bubble_ms").get<double>()};
+      r.breakdown = Breakdown{
+          b.at("pipeline_rank").get<int>(), b.at("compute_ms").get<double>(),
+          b.at("tp_cp_comm_exposed_ms").get<double>(), b.at("dp_comm_exposed_ms").get<double>(),
+          b.at("pp_comm_and_bubble_ms").get<double>(),
+          // Added later: reports written before them read as 0.
+          b.value("tp_cp_comm_overlapped_ms", 0.0), b.value("dp_comm_overlapped_ms", 0.0)};
     }
     if (j.contains("memory")) {
       const auto& m = j.at("memory");

@@ -61,6 +61,11 @@ struct Breakdown {  // the step of the busiest pipeline rank (predicted)
   double tp_cp_comm_exposed_ms = 0;
   double dp_comm_exposed_ms = 0;
   double pp_comm_and_bubble_ms = 0;
+  // Communication hidden under compute (training.overlap), in none of the above: TP/SP
+  // collectives under the GEMMs, DP gradient buckets under the backward and ZeRO's parameter
+  // all-gather under the next forward.
+  double tp_cp_comm_overlapped_ms = 0;
+  double dp_comm_overlapped_ms = 0;
 };
 struct MemorySummary {
   bool fits = true;

@@ -17,9 +17,12 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     st.send_bytes = static_cast<std::int64_t>(c.p2p_bytes);
     // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step, and
     // the tied-embedding sync) run on the collective stream.
-    st.dp_reduce = SimTime::FromMillis(c.dp_reduce_ms + c.embedding_sync_ms);
+    // Under training.overlap the parts hidden under compute are not played.
+    st.dp_reduce =
+        SimTime::FromMillis(c.dp_reduce_ms - c.dp_reduce_hidden_ms + c.embedding_sync_ms);
     st.dp_reduce_bytes = static_cast<std::int64_t>(c.dp_reduce_bytes);
-    st.optimizer = SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms);
+    st.optimizer =
+        SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms - c.param_allgather_hidden_ms);
     t.stages.push_back(st);
   }
   t.sync = SimTime::FromMillis(jc.sync_ms);

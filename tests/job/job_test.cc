@@ -206,6 +206,31 @@ TEST(JobWriter, ExamplesRoundTrip) {
     ASSERT_TRUE(s1.ok() && s2.ok()) << rel;
     EXPECT_EQ(ReportToJson(s1->report), ReportToJson(s2->report)) << rel << "\n" << text;
   }
+  // The keys no example sets: every one away from its default.
+  const std::string path = std::string(PIPETWIN_SOURCE_DIR) + "/examples/models/gpt3-175b.yaml";
+  auto base = ReadJobConfig(path);
+  ASSERT_TRUE(base.ok()) << base.error().message;
+  JobConfig c = *base;
+  c.training.overlap = {.tp_comm = true, .grad_reduce = true, .param_gather = true};
+  c.training.grad_reduce_dtype = models::GradReduceDtype::kBf16;
+  c.training.grad_bucket_mb = 12.5;
+  c.training.zero3_prefetch = 2;
+  c.cluster.nics_per_node = 4;
+  c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
+  c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
+                           .cv = 0.03};
+  const std::string text = WriteJobConfig(c, "round trip");
+  auto c2 = ParseJobConfig(text, path);
+  ASSERT_TRUE(c2.ok()) << c2.error().message << "\n" << text;
+  EXPECT_EQ(WriteJobConfig(*c2, "round trip"), text);
+  EXPECT_EQ(c2->training.overlap, c.training.overlap);
+  EXPECT_EQ(c2->training.grad_reduce_dtype, models::GradReduceDtype::kBf16);
+  EXPECT_EQ(c2->training.grad_bucket_mb, 12.5);
+  EXPECT_EQ(c2->training.zero3_prefetch, 2);
+  EXPECT_EQ(c2->cluster.nics_per_node, 4);
+  EXPECT_EQ(c2->cluster.dp_reduction, models::ClusterConfig::DpReduction::kRing);
+  EXPECT_EQ(c2->cluster.variability.distribution, models::Variability::Distribution::kLognormal);
+  EXPECT_EQ(c2->cluster.variability.cv, 0.03);
 }
 
 }  // namespace

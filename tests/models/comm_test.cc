@@ -91,6 +91,22 @@ TEST(CommTest, GroupsSpanningNodesCostMore) {
   EXPECT_DOUBLE_EQ(GroupLink(inside, topo).bandwidth_bytes_per_s, 240e9);
 }
 
+// A tree over nodes is hierarchical (NCCL): a chain through a node's ranks over NVLink, a
+// tree between nodes. 4,096 ranks on 512 nodes: 2(7 x 2 us + 9 x 5 us) of latency, not
+// 2 x 12 x 5 us; the ring pays 2 x 4,095 x 5 us.
+TEST(CommTest, TreeOverNodesIsHierarchical) {
+  const Topology topo{{240e9, 2e-6}, {22.5e9, 5e-6}};
+  const GroupShape world{4096, 512, 8};
+  const double bw = 2 * 1e6 / (8 * 22.5e9);
+  EXPECT_NEAR(CollectiveMs(Collective::kAllReduceTree, 1e6, world, topo),
+              1e3 * (2 * (7 * 2e-6 + 9 * 5e-6) + bw), 1e-12);
+  EXPECT_GT(CollectiveMs(Collective::kAllReduceRing, 1e6, world, topo), 1e3 * 2 * 4095 * 5e-6);
+  // One rank per node: only the tree between nodes.
+  const GroupShape spread{512, 512, 1};
+  EXPECT_NEAR(CollectiveMs(Collective::kAllReduceTree, 1e6, spread, topo),
+              1e3 * (2 * 9 * 5e-6 + 2 * 1e6 / 22.5e9), 1e-12);
+}
+
 TEST(CommTest, ParameterServer) {
   const Link link{kB, kA};
   const double S = 1e9;

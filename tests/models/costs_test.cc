@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "job/job.h"
+#include "models/layer_costs.h"
 
+#include <cmath>
 #include <numeric>
+#include <random>
+#include <tuple>
 
 namespace pipetwin::models {
 namespace {
@@ -150,6 +154,259 @@ TEST(CostsTest, DpReductionRingTreeParameterServer) {
                                      "parameter-server"),
             std::string::npos)
       << bad.error().message;
+}
+
+// One node of 8 GPUs, dp 8, no latency: the training keys that shape the DP reduction.
+std::string DpJob(const std::string& training_extra, const std::string& parallel_extra = "") {
+  return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + parallel_extra +
+         "}\nmodel: {preset: gpt3-1.3b}\n"
+         "training: {global_batch: 64, micro_batch: 1" +
+         training_extra +
+         "}\n"
+         "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}}\n";
+}
+
+// Without overlap the whole reduction follows the last backward: one ring all-reduce of the
+// gradients in fp32 (Megatron-LM's default for bf16 models), 2(n-1)/n S / B, nothing hidden.
+TEST(CostsTest, DpReductionWithoutOverlapIsClosedForm) {
+  Expected<JobCosts> c = Costs(DpJob(""), 1);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const StageCost& s = c->stages[0];
+  const double bytes = 4.0 * static_cast<double>(s.params);
+  EXPECT_NEAR(s.dp_reduce_ms, 1e3 * 2 * 7 / 8 * bytes / c->cluster.intra.bandwidth_bytes_per_s,
+              1e-9);
+  EXPECT_NEAR(s.dp_reduce_bytes, 2.0 * 7 / 8 * bytes, 1);
+  EXPECT_EQ(s.dp_reduce_hidden_ms, 0);
+  EXPECT_EQ(s.param_allgather_hidden_ms, 0);
+  EXPECT_EQ(s.forward_tp_comm_overlapped_ms, 0);
+}
+
+// training.grad_reduce_dtype: bf16 halves the bytes (and, without latency, the time).
+TEST(CostsTest, GradReduceDtypeBf16HalvesDpBytes) {
+  Expected<JobCosts> fp32 = Costs(DpJob(", grad_reduce_dtype: fp32"), 1);
+  Expected<JobCosts> bf16 = Costs(DpJob(", grad_reduce_dtype: bf16"), 1);
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_NEAR(bf16->stages[0].dp_reduce_bytes, fp32->stages[0].dp_reduce_bytes / 2, 1);
+  EXPECT_NEAR(bf16->stages[0].dp_reduce_ms, fp32->stages[0].dp_reduce_ms / 2, 1e-9);
+  // fp32 training reduces fp32 whatever the key says.
+  Expected<JobCosts> f32 = Costs(DpJob(", precision: fp32, grad_reduce_dtype: bf16"), 1);
+  ASSERT_TRUE(f32.ok());
+  EXPECT_NEAR(f32->stages[0].dp_reduce_bytes, fp32->stages[0].dp_reduce_bytes, 1);
+}
+
+// overlap.grad_reduce: n buckets ready evenly through the last backward (B ms), reduced one
+// after another (r ms each): max(r, n r - B (n-1)/n) runs past the backward.
+TEST(CostsTest, GradReduceOverlapHidesAllButTheLastBucket) {
+  Expected<JobCosts> c = Costs(DpJob(", overlap: {grad_reduce: true}, grad_bucket_mb: 100"), 1);
+  Expected<JobCosts> one = Costs(DpJob(""), 1);
+  ASSERT_TRUE(c.ok() && one.ok()) << (c.ok() ? "" : c.error().message);
+  const StageCost& s = c->stages[0];
+  const double n = std::ceil(static_cast<double>(s.params) / 25e6);  // 100 MB of fp32
+  EXPECT_GT(n, 1);
+  const double r = one->stages[0].dp_reduce_ms / n;  // no latency: the buckets split the time
+  EXPECT_NEAR(s.dp_reduce_ms, n * r, 1e-9);
+  const double backward = s.backward_input_ms + s.backward_weight_ms;
+  const double exposed = std::max(r, n * r - backward * (n - 1) / n);
+  EXPECT_NEAR(s.dp_reduce_ms - s.dp_reduce_hidden_ms, exposed, 1e-9);
+  // Here the reduction is shorter than the backward: only the last bucket is exposed.
+  EXPECT_LT(s.dp_reduce_ms, backward);
+  EXPECT_NEAR(s.dp_reduce_ms - s.dp_reduce_hidden_ms, r, 1e-9);
+  // Megatron-Core's default bucket, 40M elements: the same model in fewer buckets.
+  Expected<JobCosts> d = Costs(DpJob(", overlap: {grad_reduce: true}"), 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NEAR(d->stages[0].dp_reduce_ms - d->stages[0].dp_reduce_hidden_ms,
+              one->stages[0].dp_reduce_ms / std::ceil(static_cast<double>(s.params) / 40e6), 1e-9);
+}
+
+// overlap.param_gather: ZeRO-1's parameter all-gather leaves the optimizer's critical path
+// but for the first bucket, when it is shorter than the next forward.
+TEST(CostsTest, ParamGatherOverlapHidesUnderTheForward) {
+  const std::string z1 = ", zero: 1";
+  Expected<JobCosts> plain = Costs(DpJob("", z1), 1);
+  Expected<JobCosts> ov = Costs(DpJob(", overlap: {param_gather: true}", z1), 1);
+  ASSERT_TRUE(plain.ok() && ov.ok());
+  const StageCost& a = plain->stages[0];
+  const StageCost& b = ov->stages[0];
+  EXPECT_GT(a.param_allgather_ms, 0);
+  EXPECT_EQ(a.param_allgather_hidden_ms, 0);
+  EXPECT_NEAR(b.param_allgather_ms, a.param_allgather_ms, 1e-9);
+  const double n = std::ceil(static_cast<double>(b.params) / 40e6);
+  EXPECT_LT(b.param_allgather_ms, b.forward_ms);
+  EXPECT_NEAR(b.param_allgather_ms - b.param_allgather_hidden_ms, a.param_allgather_ms / n, 1e-9);
+}
+
+// overlap.tp_comm: with the collectives shorter than the GEMMs they overlap, a decoder-only
+// stage exposes no TP communication and gets faster by exactly what was hidden.
+TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
+  const std::string base =
+      "schedule: 1f1b\nparallel: {pp: 4, tp: 8, sp: true}\n"
+      "model: {preset: gpt3-175b}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: selective";
+  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
+  Expected<JobCosts> no = Costs(base + cluster, 4);
+  Expected<JobCosts> yes = Costs(base + ", overlap: {tp_comm: true}" + cluster, 4);
+  ASSERT_TRUE(no.ok() && yes.ok()) << (yes.ok() ? "" : yes.error().message);
+  const StageCost& a = no->stages[1];
+  const StageCost& b = yes->stages[1];
+  EXPECT_GT(a.forward_tp_comm_ms, 0);
+  EXPECT_EQ(b.forward_tp_comm_ms, 0);
+  EXPECT_EQ(b.backward_tp_comm_ms, 0);
+  EXPECT_NEAR(b.forward_tp_comm_overlapped_ms, a.forward_tp_comm_ms, 1e-9);
+  EXPECT_NEAR(b.backward_tp_comm_overlapped_ms, a.backward_tp_comm_ms, 1e-9);
+  EXPECT_NEAR(a.forward_ms - b.forward_ms, a.forward_tp_comm_ms, 1e-9);
+  EXPECT_NEAR(a.backward_input_ms - b.backward_input_ms, a.backward_tp_comm_ms, 1e-9);
+}
+
+TEST(CostsTest, TrainingOverlapKeyErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {", overlap: {tp_comm: maybe}", "training.overlap.tp_comm"},
+      {", overlap: {grad_reduce: true, bucket: 1}", "training.overlap"},
+      {", overlap: true", "training.overlap: must be a map"},
+      {", grad_reduce_dtype: fp8", "training.grad_reduce_dtype: must be one of fp32, bf16"},
+      {", grad_bucket_mb: -1", "training.grad_bucket_mb"}};
+  for (const auto& [extra, want] : cases) {
+    Expected<JobCosts> c = Costs(DpJob(extra), 1);
+    ASSERT_FALSE(c.ok()) << extra;
+    EXPECT_NE(c.error().message.find(want), std::string::npos) << c.error().message;
+  }
+}
+
+// The expected slowest of n ranks against a seeded Monte Carlo of the same distribution.
+double MonteCarloMax(Variability::Distribution d, double cv, int n, int trials) {
+  std::mt19937_64 rng(12345);
+  const double sigma = std::sqrt(std::log1p(cv * cv));
+  std::normal_distribution<double> normal(1.0, cv);
+  std::lognormal_distribution<double> lognormal(-sigma * sigma / 2, sigma);
+  double sum = 0;
+  for (int t = 0; t < trials; ++t) {
+    double worst = -1e300;
+    for (int r = 0; r < n; ++r) {
+      worst =
+          std::max(worst, d == Variability::Distribution::kNormal ? normal(rng) : lognormal(rng));
+    }
+    sum += worst;
+  }
+  return sum / trials;
+}
+
+TEST(CostsTest, StragglerExpectationMatchesMonteCarlo) {
+  using D = Variability::Distribution;
+  // Exact: the larger of two standard normals has mean 1/sqrt(pi).
+  EXPECT_NEAR(ExpectedMaxFactor({D::kNormal, 0.1}, 2), 1 + 0.1 / std::sqrt(std::acos(-1.0)), 1e-9);
+  EXPECT_EQ(ExpectedMaxFactor({D::kNormal, 0.1}, 1), 1);
+  EXPECT_EQ(ExpectedMaxFactor({D::kNone, 0.1}, 1000), 1);
+  for (const auto& [d, cv, n] :
+       {std::tuple{D::kNormal, 0.05, 1000}, std::tuple{D::kNormal, 0.02, 64},
+        std::tuple{D::kLognormal, 0.1, 1000}, std::tuple{D::kLognormal, 0.3, 16}}) {
+    const double predicted = ExpectedMaxFactor({d, cv}, n);
+    const double mc = MonteCarloMax(d, cv, n, 20000);
+    // Within 1% of the factor and of its excess over 1 (the straggler delay itself).
+    EXPECT_NEAR(predicted, mc, 0.01 * mc) << ToString(d) << " cv " << cv << " n " << n;
+    EXPECT_NEAR(predicted - 1, mc - 1, 0.01 * (mc - 1))
+        << ToString(d) << " cv " << cv << " n " << n;
+  }
+}
+
+// The factor scales each stage's compute; with optimizer_sync it is over the whole world.
+TEST(CostsTest, VariabilityScalesComputeByTheSlowestRank) {
+  const std::string base =
+      "schedule: 1f1b\nparallel: {pp: 2, dp: 4}\nmodel: {preset: gpt3-1.3b}\n"
+      "training: {global_batch: 64, micro_batch: 1}\n";
+  Expected<JobCosts> a = Costs(base + "cluster: {device: a100-sxm-80gb}\n", 2);
+  Expected<JobCosts> b = Costs(
+      base + "cluster: {device: a100-sxm-80gb, variability: {distribution: normal, cv: 0.02}}\n",
+      2);
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  EXPECT_EQ(a->straggler_factor, 1);
+  EXPECT_EQ(b->straggler_ranks, 8);
+  const double k = ExpectedMaxFactor({Variability::Distribution::kNormal, 0.02}, 8);
+  EXPECT_NEAR(b->straggler_factor, k, 1e-12);
+  EXPECT_NEAR(b->stages[0].forward_ms, a->stages[0].forward_ms * k, 1e-9);
+  EXPECT_NEAR(b->stages[1].backward_weight_ms, a->stages[1].backward_weight_ms * k, 1e-9);
+  Expected<JobCosts> bad =
+      Costs(base + "cluster: {variability: {distribution: normal, cv: 0.5}}\n", 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("cluster.variability.cv"), std::string::npos)
+      << bad.error().message;
+}
+
+// Costs straight from the job text, without building the schedule (for large worlds).
+Expected<JobCosts> CostsOnly(const std::string& yaml, int num_stages) {
+  Expected<JobConfig> c = ParseJobConfig(yaml, "job.yaml");
+  if (!c) return c.error();
+  return BuildJobCosts(CostInputsOf(*c, 1), num_stages);
+}
+
+// dp_reduction auto (the default) takes the faster of ring and tree: at 1,024 nodes the
+// ring's 2(n-1) latency steps lose to the tree's 2 ceil(log2 n).
+TEST(CostsTest, DpReductionAutoPicksTheFasterOfRingAndTree) {
+  auto job = [](const std::string& how, int dp) {
+    return "schedule: 1f1b\nparallel: {pp: 1, tp: 8, dp: " + std::to_string(dp) +
+           "}\nmodel: {preset: gpt3-1.3b}\ntraining: {micro_batch: 1}\n"
+           "cluster: {device: a100-sxm-80gb" +
+           (how.empty() ? "" : ", dp_reduction: " + how) + "}\n";
+  };
+  for (int dp : {4, 1024}) {
+    Expected<JobCosts> ring = CostsOnly(job("ring", dp), 1);
+    Expected<JobCosts> tree = CostsOnly(job("tree", dp), 1);
+    Expected<JobCosts> def = CostsOnly(job("", dp), 1);
+    ASSERT_TRUE(ring.ok() && tree.ok() && def.ok()) << (def.ok() ? "" : def.error().message);
+    const double r = ring->stages[0].dp_reduce_ms, t = tree->stages[0].dp_reduce_ms;
+    EXPECT_EQ(def->stages[0].dp_reduce_ms, std::min(r, t)) << dp;
+    EXPECT_EQ(dp == 4, r < t) << dp;
+  }
+}
+
+// nics_per_node: with one NIC for 8 GPUs every GPU gets an eighth of it, so a DP ring over
+// two nodes with 8 ranks on each (no latency) takes 8 times longer than with one NIC per GPU.
+TEST(CostsTest, NicsPerNodeShareTheNodeBandwidth) {
+  auto job = [](const std::string& extra) {
+    return "schedule: 1f1b\nparallel: {pp: 1, dp: 16}\nmodel: {preset: gpt3-1.3b}\n"
+           "training: {micro_batch: 1}\n"
+           "cluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
+           "inter_node: {latency_us: 0}, dp_reduction: ring" +
+           extra + "}\n";
+  };
+  Expected<JobCosts> eight = CostsOnly(job(""), 1);
+  Expected<JobCosts> one = CostsOnly(job(", nics_per_node: 1"), 1);
+  ASSERT_TRUE(eight.ok() && one.ok()) << (one.ok() ? "" : one.error().message);
+  const double bytes = 4.0 * static_cast<double>(eight->stages[0].params);
+  const double nic = eight->cluster.inter.bandwidth_bytes_per_s;
+  EXPECT_NEAR(eight->stages[0].dp_reduce_ms, 1e3 * 2 * 15 / 16 * bytes / (8 * nic), 1e-9);
+  EXPECT_NEAR(one->cluster.inter.bandwidth_bytes_per_s, nic / 8, 1e-6);
+  EXPECT_NEAR(one->stages[0].dp_reduce_ms, 8 * eight->stages[0].dp_reduce_ms, 1e-9);
+  // A group with one rank per node (tp 8 fills each node) drives one NIC, not 8:
+  // 2(n-1)/n S over one GPU's NIC.
+  Expected<JobCosts> rail = CostsOnly(
+      "schedule: 1f1b\nparallel: {pp: 1, tp: 8, dp: 2}\nmodel: {preset: gpt3-1.3b}\n"
+      "training: {micro_batch: 1}\n"
+      "cluster: {device: a100-sxm-80gb, inter_node: {latency_us: 0}, dp_reduction: ring}\n",
+      1);
+  ASSERT_TRUE(rail.ok()) << rail.error().message;
+  const double rail_bytes = 4.0 * static_cast<double>(rail->stages[0].params);
+  EXPECT_NEAR(rail->stages[0].dp_reduce_ms, 1e3 * rail_bytes / nic, 1e-9);
+}
+
+// ZeRO-3: per-layer gathers before F and I; prefetched one layer ahead they hide under the
+// compute but for the first; on demand (zero3_prefetch: 0) they are in series. The memory
+// holds the layer computing and the prefetched ones.
+TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
+  Expected<JobCosts> z0 = Costs(DpJob(""), 1);
+  Expected<JobCosts> z3 = Costs(DpJob("", ", zero: 3"), 1);
+  Expected<JobCosts> z3_0 = Costs(DpJob(", zero3_prefetch: 0", ", zero: 3"), 1);
+  ASSERT_TRUE(z0.ok() && z3.ok() && z3_0.ok()) << (z3_0.ok() ? "" : z3_0.error().message);
+  const StageCost& a = z0->stages[0];
+  const StageCost& b = z3->stages[0];
+  const double layers = b.layers;
+  // No latency: the layers' gathers add up to the whole stage's, 7/8 of 2-byte parameters.
+  const double all =
+      1e3 * 7.0 / 8 * 2 * static_cast<double>(b.params) / z3->cluster.intra.bandwidth_bytes_per_s;
+  const double g = all / layers;
+  EXPECT_NEAR(b.forward_ms, std::max(a.forward_ms, all) + g, 1e-9);
+  EXPECT_NEAR(b.backward_input_ms, std::max(a.backward_input_ms, all) + g, 1e-9);
+  EXPECT_NEAR(z3_0->stages[0].forward_ms, a.forward_ms + all, 1e-9);
+  const std::int64_t per_layer = b.comm_buffer_bytes - z3_0->stages[0].comm_buffer_bytes;
+  EXPECT_EQ(per_layer, 2 * DecoderLayerParamsPerRank(z3->model, 1));  // one 2-byte layer
 }
 
 TEST(CostsTest, UnevenSplit) {

@@ -89,7 +89,7 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
     Key(e, "param_gather", t.overlap.param_gather);
     e << YAML::EndMap;
   }
-  if (t.grad_reduce_dtype != models::GradReduceDtype::kFp32) {
+  {  // always: its default depends on the precision
     Key(e, "grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
   }
   if (t.grad_bucket_mb != 0) KeyNum(e, "grad_bucket_mb", t.grad_bucket_mb);

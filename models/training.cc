@@ -116,6 +116,10 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<std::string> x = f.Choice(v, "training.grad_reduce_dtype", {"fp32", "bf16"});
     if (!x) return x.error();
     t.grad_reduce_dtype = *x == "fp32" ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
+  } else if (t.precision == Precision::kFp16) {
+    // Megatron-LM's defaults: fp16 runs reduce gradients in fp16 (16-bit), bf16 runs in fp32
+    // (arguments.py sets accumulate_allreduce_grads_in_fp32 with --bf16).
+    t.grad_reduce_dtype = GradReduceDtype::kBf16;
   }
   if (const YAML::Node v = node["grad_bucket_mb"]) {
     // 0 keeps Megatron-Core's default; up to 1 TB.

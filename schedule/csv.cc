@@ -1,8 +1,8 @@
 #include "schedule/csv.h"
 
+#include "schedule/file_io.h"
+
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace pipetwin {
@@ -103,30 +103,9 @@ Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& 
 }
 
 Expected<Schedule> LoadScheduleCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot open the schedule CSV");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ParseScheduleCsv(ss.str(), path);
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Error::Failure(path + ": cannot write (" + tmp + " cannot be created)");
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Error::Failure(path + ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Error::Failure(path + ": cannot rename " + tmp + " into place");
-  }
-  return OkStatus();
+  auto text = ReadInputFile(path, "the schedule CSV");
+  if (!text) return text.error();
+  return ParseScheduleCsv(*text, path);
 }
 
 }  // namespace pipetwin

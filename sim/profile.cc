@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "models/costs.h"
+#include "schedule/file_io.h"
 #include "schedule/stats.h"
 #include "schedule/yaml_fields.h"
 #include "sim/model_costs.h"
@@ -27,11 +28,9 @@ struct StageProfile {
 
 Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
                               const ActionMedians* replace) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot read the profile (--profile)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseProfile(text.str(), path, s, replace);
+  auto text = ReadInputFile(path, "the profile (--profile)");
+  if (!text) return text.error();
+  return ParseProfile(*text, path, s, replace);
 }
 
 Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,

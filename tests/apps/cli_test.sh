@@ -62,6 +62,22 @@ echo keep > "$dir/r.json"
 expect 2 "invalid schedule" -- simulate "$src/examples/schedules/bad-order.yaml" --report "$dir/r.json"
 [ "$(cat "$dir/r.json")" = keep ] || { echo "FAIL: a failed run overwrote the report"; fail=1; }
 
+# Safe writes: a symlink at the old fixed temporary name is not written through.
+ex="$src/examples/schedules/1f1b.yaml"
+echo precious > "$dir/victim"
+ln -s "$dir/victim" "$dir/s.json.tmp"
+"$bin" simulate "$ex" --report "$dir/s.json" >/dev/null || { echo "FAIL: simulate --report s.json"; fail=1; }
+[ "$(cat "$dir/victim")" = precious ] && echo "ok: no write through PATH.tmp" \
+  || { echo "FAIL: the report was written through the symlink PATH.tmp"; fail=1; }
+
+# Inputs: regular files or pipes, within a size limit.
+expect 2 "/dev/zero: the job file must be a regular file or a pipe" -- simulate /dev/zero
+expect 2 ": is a directory, not the job file" -- simulate "$dir"
+head -c 17000000 /dev/zero | tr '\0' '#' > "$dir/big.yaml"
+expect 2 "the job file is larger than the limit of 16777216 bytes" -- simulate "$dir/big.yaml"
+out=$(cat "$ex" | "$bin" simulate /dev/stdin 2>&1) && echo "ok: a job on a pipe" \
+  || { echo "FAIL: a job on a pipe: $out"; fail=1; }
+
 # The schedule written as CSV loads back as the same schedule (a csv: job simulates the same).
 "$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format compute_comms || fail=1
 job csvjob.yaml "schedule: csv:zb.csv\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.0, backward_weight_ms: 1.0}\n" >/dev/null

@@ -70,6 +70,30 @@ ln -s "$dir/victim" "$dir/s.json.tmp"
 [ "$(cat "$dir/victim")" = precious ] && echo "ok: no write through PATH.tmp" \
   || { echo "FAIL: the report was written through the symlink PATH.tmp"; fail=1; }
 
+# Outputs are checked before any work; all of them are written or none.
+expect 2 "option --report needs a value" -- simulate "$ex" --report --ascii
+expect 2 "option --csv needs a value, got the option-like '-x'" -- schedule "$ex" --csv -x
+echo keep > "$dir/ok.json"
+expect 2 "--trace: .*/no/such/dir/x.json: the directory .* does not exist" -- simulate "$ex" \
+  --report "$dir/ok.json" --trace "$dir/no/such/dir/x.json"
+[ "$(cat "$dir/ok.json")" = keep ] || { echo "FAIL: one output written, another refused"; fail=1; }
+cp "$ex" "$dir/in.yaml"
+expect 2 "--report: .*in.yaml is an input of this command" -- simulate "$dir/in.yaml" --report "$dir/in.yaml"
+expect 2 "--trace: .* is also the output of --report" -- simulate "$ex" --report "$dir/o.json" \
+  --trace "$dir/./o.json"
+expect 2 "--csv: .*in.yaml is an input" -- schedule "$dir/in.yaml" --csv "$dir/in.yaml"
+expect 2 "--report: .* is a directory" -- simulate "$ex" --report "$dir"
+cmp -s "$ex" "$dir/in.yaml" || { echo "FAIL: the job file was overwritten"; fail=1; }
+# A failed write to stdout is a failure (exit 1) with a message.
+for cmd in schedule simulate; do
+  out=$("$bin" $cmd "$ex" 2>&1 >/dev/full); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q "cannot write the standard output" <<<"$out"; then
+    echo "ok: $cmd > /dev/full -> 1"
+  else
+    echo "FAIL: $cmd > /dev/full -> exit $rc: $out"; fail=1
+  fi
+done
+
 # Inputs: regular files or pipes, within a size limit.
 expect 2 "/dev/zero: the job file must be a regular file or a pipe" -- simulate /dev/zero
 expect 2 ": is a directory, not the job file" -- simulate "$dir"

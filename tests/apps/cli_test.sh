@@ -102,6 +102,19 @@ expect 2 "the job file is larger than the limit of 16777216 bytes" -- simulate "
 out=$(cat "$ex" | "$bin" simulate /dev/stdin 2>&1) && echo "ok: a job on a pipe" \
   || { echo "FAIL: a job on a pipe: $out"; fail=1; }
 
+# Sizes are refused before any work, naming the field.
+expect 2 "microbatches: pp \(4096\) x vpp \(1\) x microbatches \(1000000\) x 4 = .* at most 16777216" -- \
+  simulate "$(job huge.yaml 'schedule: 1f1b\nmicrobatches: 1000000\nparallel: {pp: 4096}\ncosts: {forward_ms: 1}\n')"
+expect 2 "costs.forward_ms: .* the simulated step is limited to 1e\+12 ms" -- simulate \
+  "$(job slow.yaml 'schedule: 1f1b\nmicrobatches: 10000\nparallel: {pp: 4}\ncosts: {forward_ms: 1e9}\n')"
+expect 2 "model.seq_len: must be an integer in \[1, 2097152\]" -- simulate \
+  "$(job seq.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt3-175b, seq_len: 1073741824}\ntraining: {global_batch: 8}\n')"
+expect 2 "model.hidden: must be an integer in \[1, 262144\]" -- simulate \
+  "$(job hidden.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt3-175b, hidden: 1073741824}\ntraining: {global_batch: 8}\n')"
+printf '999999999F0\n' > "$dir/big.csv"
+expect 2 "big.csv: row 1, column 1: stage 999999999 is out of range" -- simulate \
+  "$(job bigcsv.yaml 'schedule: csv:big.csv\nmicrobatches: 1\nparallel: {pp: 1}\ncosts: {forward_ms: 1}\n')"
+
 # The schedule written as CSV loads back as the same schedule (a csv: job simulates the same).
 "$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format compute_comms || fail=1
 job csvjob.yaml "schedule: csv:zb.csv\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.0, backward_weight_ms: 1.0}\n" >/dev/null

@@ -103,7 +103,7 @@ out=$(cat "$ex" | "$bin" simulate /dev/stdin 2>&1) && echo "ok: a job on a pipe"
   || { echo "FAIL: a job on a pipe: $out"; fail=1; }
 
 # Sizes are refused before any work, naming the field.
-expect 2 "microbatches: pp \(4096\) x vpp \(1\) x microbatches \(1000000\) x 4 = .* at most 16777216" -- \
+expect 2 "microbatches: pp \(4096\) x vpp \(1\) x microbatches \(1000000\) x 4 = .* at most 4194304" -- \
   simulate "$(job huge.yaml 'schedule: 1f1b\nmicrobatches: 1000000\nparallel: {pp: 4096}\ncosts: {forward_ms: 1}\n')"
 expect 2 "costs.forward_ms: .* the simulated step is limited to 1e\+12 ms" -- simulate \
   "$(job slow.yaml 'schedule: 1f1b\nmicrobatches: 10000\nparallel: {pp: 4}\ncosts: {forward_ms: 1e9}\n')"

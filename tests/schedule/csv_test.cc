@@ -66,7 +66,7 @@ TEST(Csv, RefusesHugeNumbersBeforeAllocating) {
   for (int st = 1; st < 1000; ++st) row += "," + std::to_string(st) + "F0";
   auto product = ParseScheduleCsv(row + "\n", "big.csv");
   ASSERT_FALSE(product.ok());
-  EXPECT_NE(product.error().message.find("exceeds the limit of 16777216 schedule actions"),
+  EXPECT_NE(product.error().message.find("exceeds the limit of 4194304 schedule actions"),
             std::string::npos)
       << product.error().message;
 }

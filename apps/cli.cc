@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "schedule/file_io.h"
+
 namespace pipetwin {
 
 po::typed_value<std::string>* Text() { return po::value<std::string>(); }
@@ -18,6 +20,17 @@ std::string Args::Get(const char* option, const std::string& fallback) const {
   if (it == vm.end() || it->second.empty()) return fallback;
   return it->second.as<std::string>();
 }
+
+namespace {
+
+// "-x", "--name": an option; "-", "-0.5" and "-3" are values.
+bool LooksLikeOption(const std::string& v) {
+  if (v.size() < 2 || v[0] != '-') return false;
+  const char c = v[1];
+  return c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+}  // namespace
 
 Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
                          const po::options_description& options) {
@@ -49,6 +62,16 @@ Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
   } catch (const po::error& e) {
     return Error::BadInput(std::string(spec.name) + ": " + e.what() + see);
   }
+  // `--report --ascii`: a value that looks like an option is a forgotten value, not a file name.
+  for (const auto& [name, value] : a.vm) {
+    if (name == "positional" || value.empty()) continue;
+    const auto* text = boost::any_cast<std::string>(&value.value());
+    if (text != nullptr && LooksLikeOption(*text)) {
+      return Error::BadInput(std::string(spec.name) + ": option --" + name +
+                             " needs a value, got the option-like '" + *text +
+                             "' (for a file of that name write ./" + *text + ")" + see);
+    }
+  }
   if (a.vm.count("positional") > 0) {
     a.positional = a.vm["positional"].as<std::vector<std::string>>();
   }
@@ -65,6 +88,28 @@ Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
                            std::to_string(n) + " argument" + (n == 1 ? "" : "s") + see);
   }
   return a;
+}
+
+Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                    const std::vector<std::string>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [option, path] = outputs[i];
+    if (path.empty()) continue;
+    if (Status s = CheckOutputPath(path, option); !s) return s;
+    for (const std::string& in : inputs) {
+      if (!in.empty() && SamePath(path, in)) {
+        return Error::BadInput(option + ": " + path + " is an input of this command (" + in +
+                               "); an output must be a different file");
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!outputs[j].second.empty() && SamePath(path, outputs[j].second)) {
+        return Error::BadInput(option + ": " + path + " is also the output of " + outputs[j].first +
+                               "; every output needs its own file");
+      }
+    }
+  }
+  return OkStatus();
 }
 
 int Fail(const Error& e) {

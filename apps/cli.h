@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "schedule/expected.h"
@@ -47,6 +48,12 @@ po::typed_value<std::string>* Text();
 // argv[2..] (argv[1] is the subcommand). `--help` prints the subcommand's help on stdout.
 Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
                          const po::options_description& options);
+
+// Checks every output before any work: each path's directory exists and is writable, and no
+// output is an input (the job file, a profile) or another output. `outputs` holds
+// {option, path} pairs ("--report", "r.json"); empty paths (option not given) are skipped.
+Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                    const std::vector<std::string>& inputs);
 
 // Prints "pipetwin: MESSAGE" on stderr; returns the error's exit status.
 int Fail(const Error& e);

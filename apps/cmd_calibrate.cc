@@ -44,6 +44,7 @@ Expected<CalibrateArgs> ParseCalibrate(int argc, char** argv, bool* help) {
   c.opts.backend = a->Get("backend");
   c.out = a->Get("out");
   if (c.out.empty()) return Error::BadInput("calibrate: --out PROFILE.yaml is required");
+  if (Status s = CheckOutputs({{"--out", c.out}}, {c.job}); !s) return s.error();
   for (const auto& [name, field] :
        {std::pair<const char*, int*>{"steps", &c.opts.min_steps}, {"warmup", &c.opts.min_warmup}}) {
     if (a->vm.count(name) == 0) continue;

@@ -87,6 +87,11 @@ Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
     if (!r.profile_out.empty()) return Error::BadInput("run: --test-fault: not with --calibrate");
     r.opts.fault = *f;
   }
+  if (Status s = CheckOutputs(
+          {{"--calibrate", r.profile_out}, {"--report", r.report}, {"--trace", r.trace}}, {r.job});
+      !s) {
+    return s.error();
+  }
   return r;
 }
 

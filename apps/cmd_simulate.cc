@@ -1,6 +1,8 @@
 // `pipetwin simulate`, `schedule`, `schedules`, `presets`: the commands without MPI.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/cli.h"
 #include "apps/commands.h"
@@ -77,22 +79,31 @@ int CmdSimulate(int argc, char** argv) {
                      o);
   if (!a) return Fail(a.error());
   if (a->help) return 0;
+  const std::vector<std::pair<std::string, std::string>> outputs = {{"--report", a->Get("report")},
+                                                                    {"--trace", a->Get("trace")}};
+  if (Status s = CheckOutputs(outputs, {a->positional[0], a->Get("profile")}); !s) {
+    return Fail(s.error());
+  }
   auto job = LoadJob(a->positional[0]);
   if (!job) return Fail(job.error());
+  if (job->config.IsCsvSchedule()) {
+    if (Status s = CheckOutputs(outputs, {job->config.CsvPath()}); !s) return Fail(s.error());
+  }
   const SimulateOptions so{.record_timeline = a->Has("trace") || a->Has("ascii"),
                            .per_world_rank = !a->Has("per-pipeline-rank")};
   auto res =
       a->Has("profile") ? SimulateWithProfile(*job, a->Get("profile"), so) : Simulate(*job, so);
   if (!res) return Fail(res.error());
-  if (a->Has("report")) {
-    if (Status s = WriteFileAtomic(a->Get("report"), ReportToJson(res->report)); !s) {
-      return Fail(s.error());
-    }
-  }
+  // Paths were checked before any work; the report's text is built first, the trace (possibly
+  // large, streamed) is written next, the report last.
+  const std::string report = a->Has("report") ? ReportToJson(res->report) : "";
   if (a->Has("trace")) {
     if (Status s = WriteTraceFile(a->Get("trace"), res->timeline, job->path()); !s) {
       return Fail(s.error());
     }
+  }
+  if (a->Has("report")) {
+    if (Status s = WriteFileAtomic(a->Get("report"), report); !s) return Fail(s.error());
   }
   PrintSummary(*job, *res);
   if (a->Has("ascii")) {
@@ -119,8 +130,16 @@ int CmdSchedule(int argc, char** argv) {
   }
   const CsvFormat format =
       fmt == "compute_comms" ? CsvFormat::kComputeComms : CsvFormat::kComputeOnly;
+  if (Status s = CheckOutputs({{"--csv", a->Get("csv")}}, {a->positional[0]}); !s) {
+    return Fail(s.error());
+  }
   auto job = LoadJob(a->positional[0]);
   if (!job) return Fail(job.error());
+  if (job->config.IsCsvSchedule()) {
+    if (Status s = CheckOutputs({{"--csv", a->Get("csv")}}, {job->config.CsvPath()}); !s) {
+      return Fail(s.error());
+    }
+  }
   const std::string text = WriteScheduleCsv(job->schedule, format);
   if (!a->Has("csv")) {
     std::fputs(text.c_str(), stdout);

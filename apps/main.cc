@@ -1,7 +1,10 @@
 // pipetwin — predict a distributed training step, then run it for real and compare.
 // Subcommands only parse arguments and call the libraries (DESIGN.md); this file dispatches.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include "apps/commands.h"
@@ -90,7 +93,18 @@ int Main(int argc, char** argv) {
 
 int pipetwin::RunMain(int argc, char** argv) {
   try {
-    return Main(argc, argv);
+    const int rc = Main(argc, argv);
+    // A report printed into a full disk or a closed pipe is a failure, not a success.
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int err = errno;
+    if (!flushed || std::ferror(stdout) != 0 || !std::cout) {
+      const std::string why = err != 0 ? std::string(" (") + std::strerror(err) + ")" : "";
+      std::fprintf(stderr, "pipetwin: cannot write the standard output%s\n", why.c_str());
+      return rc == 0 ? 1 : rc;
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipetwin: internal error: %s\n", e.what());
     return 1;

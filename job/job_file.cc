@@ -9,6 +9,7 @@
 
 #include "job/job.h"
 #include "job/plan_file.h"
+#include "schedule/file_io.h"
 #include "schedule/generators.h"
 #include "schedule/yaml_fields.h"
 
@@ -292,11 +293,9 @@ Expected<JobConfig> ParseJobConfig(const std::string& yaml_text, const std::stri
 }
 
 Expected<JobConfig> ReadJobConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot open the job file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ParseJobConfig(ss.str(), path);
+  auto text = ReadInputFile(path, "the job file");
+  if (!text) return text.error();
+  return ParseJobConfig(*text, path);
 }
 
 namespace {

@@ -1,8 +1,12 @@
 // resolve.cc — step 2 of job.h: a typed JobConfig to a ResolvedJob.
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "job/job.h"
 #include "schedule/build.h"
+#include "schedule/limits.h"
 
 namespace pipetwin {
 namespace {
@@ -71,6 +75,63 @@ Expected<int> Microbatches(const JobConfig& c) {
   return static_cast<int>(m);
 }
 
+// The simulated step is at most the sum of all its actions' costs; keeping that sum below
+// 1e12 ms (about 31 years) keeps every simulated time far inside int64 nanoseconds.
+constexpr double kMaxStepMs = 1e12;
+
+std::string Ms(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Abstract costs: each field's share of that sum, the largest named when it is too long.
+Status CheckAbstractStepTime(const JobConfig& c, int microbatches) {
+  const AbstractCosts& k = *c.costs;
+  const double chunks = static_cast<double>(c.parallel.pp) * c.parallel.vpp;
+  const double per_mb = chunks * microbatches;
+  const std::pair<const char*, double> terms[] = {
+      {"costs.forward_ms", per_mb * k.forward_ms},
+      {"costs.backward_input_ms", per_mb * k.backward_input_ms},
+      {"costs.backward_weight_ms", per_mb * k.backward_weight_ms},
+      {"costs.p2p_ms", 2 * per_mb * k.p2p_ms},
+      {"costs.optimizer_ms", chunks * k.optimizer_ms},
+      {"costs.dp_reduce_ms", chunks * k.dp_reduce_ms},
+      {"costs.sync_ms", k.sync_ms}};
+  double total = 0;
+  const std::pair<const char*, double>* worst = &terms[0];
+  for (const auto& t : terms) {
+    total += t.second;
+    if (t.second > worst->second) worst = &t;
+  }
+  if (total > kMaxStepMs) {
+    return c.source.At(worst->first,
+                       "with " + std::to_string(microbatches) + " microbatches over " + Ms(chunks) +
+                           " stages the step's actions sum to " + Ms(total) +
+                           " ms; the simulated step is limited to " + Ms(kMaxStepMs) + " ms");
+  }
+  return OkStatus();
+}
+
+// Model-derived costs: the same bound; the model's and training's sizes are what to change.
+Status CheckModelStepTime(const JobConfig& c, const models::JobCosts& jc, int microbatches) {
+  double total = jc.sync_ms;
+  for (const models::StageCost& s : jc.stages) {
+    const double per_mb = s.forward_ms + s.backward_input_ms + s.backward_weight_ms +
+                          s.forward_tp_comm_ms + s.backward_tp_comm_ms + s.forward_cp_comm_ms +
+                          s.backward_cp_comm_ms + 2 * s.p2p_ms;
+    total += microbatches * per_mb + s.dp_reduce_ms + s.param_allgather_ms + s.embedding_sync_ms +
+             s.optimizer_ms;
+  }
+  if (!(total <= kMaxStepMs)) {  // NaN too
+    return c.source.At("model", "the cost model prices one step at " + Ms(total) +
+                                    " ms; the simulated step is limited to " + Ms(kMaxStepMs) +
+                                    " ms (reduce model.seq_len, model.hidden, model.layers, "
+                                    "training.micro_batch or the microbatches)");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 double ResolvedJob::SamplesPerStep() const {
@@ -95,6 +156,21 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   auto m = Microbatches(config);
   if (!m) return m.error();
   job.microbatches = *m;
+  // Before any schedule is built: its size is bounded (a CSV checks its own numbers).
+  const long long actions =
+      static_cast<long long>(config.parallel.pp) * config.parallel.vpp * job.microbatches * 4;
+  if (!config.IsCsvSchedule() && actions > kMaxScheduleActions) {
+    return config.source.At(
+        config.microbatches ? "microbatches" : "training.global_batch",
+        "pp (" + std::to_string(config.parallel.pp) + ") x vpp (" +
+            std::to_string(config.parallel.vpp) + ") x microbatches (" +
+            std::to_string(job.microbatches) + ") x 4 = " + std::to_string(actions) +
+            " schedule actions; at most " + std::to_string(kMaxScheduleActions) +
+            " (kMaxScheduleActions) are supported");
+  }
+  if (config.costs) {
+    if (Status s = CheckAbstractStepTime(config, job.microbatches); !s) return s.error();
+  }
   // A cluster whose node count was left out is just large enough for this layout.
   models::ClusterConfig& cl = config.cluster;
   if (!cl.nodes_given) {
@@ -129,6 +205,7 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
       // the model section, as the reader of the file would look for them.
       return Error::BadInput(config.source.Where("model") + ": " + jc.error().message);
     }
+    if (Status s = CheckModelStepTime(config, *jc, job.microbatches); !s) return s.error();
     job.model_costs = std::move(*jc);
   }
   job.config = std::move(config);

@@ -169,14 +169,15 @@ Expected<ModelConfig> ParseModelConfig(const YAML::Node& node, const YamlFields&
     const char* key;
     int* out;
     bool required;
+    long long max;  // every product of sizes the cost model forms stays inside int64
   };
-  const std::array<IntKey, 7> ints = {{{"layers", &m.layers, true},
-                                       {"hidden", &m.hidden, true},
-                                       {"ffn_hidden", &m.ffn_hidden, false},
-                                       {"heads", &m.heads, true},
-                                       {"kv_heads", &m.kv_heads, false},
-                                       {"vocab", &m.vocab, true},
-                                       {"seq_len", &m.seq_len, true}}};
+  const std::array<IntKey, 7> ints = {{{"layers", &m.layers, true, 1LL << 14},
+                                       {"hidden", &m.hidden, true, 1LL << 18},
+                                       {"ffn_hidden", &m.ffn_hidden, false, 1LL << 20},
+                                       {"heads", &m.heads, true, 1LL << 14},
+                                       {"kv_heads", &m.kv_heads, false, 1LL << 14},
+                                       {"vocab", &m.vocab, true, 1LL << 24},
+                                       {"seq_len", &m.seq_len, true, 1LL << 21}}};
   for (const IntKey& k : ints) {
     const std::string key = std::string("model.") + k.key;
     const YAML::Node v = node[k.key];
@@ -187,7 +188,7 @@ Expected<ModelConfig> ParseModelConfig(const YAML::Node& node, const YamlFields&
       }
       continue;
     }
-    Expected<long long> x = f.Int(v, key, 1, 1LL << 30);
+    Expected<long long> x = f.Int(v, key, 1, k.max);
     if (!x) return x.error();
     *k.out = static_cast<int>(*x);
     customised = true;

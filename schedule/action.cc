@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 
+#include "schedule/quote.h"
+
 namespace pipetwin {
 namespace {
 
@@ -31,7 +33,7 @@ std::string Action::ToString() const {
 
 Expected<Action> Action::Parse(std::string_view text) {
   auto fail = [&](std::string_view why) {
-    return Error::BadInput("bad action '" + std::string(text) + "': " + std::string(why) +
+    return Error::BadInput("bad action " + Quoted(text) + ": " + std::string(why) +
                            " (allowed: <stage><KIND><microbatch> with KIND one of F, B, I, W, "
                            "SEND_F, RECV_F, SEND_B, RECV_B, or <stage>REDUCE_GRAD, <stage>OPT)");
   };
@@ -51,7 +53,7 @@ Expected<Action> Action::Parse(std::string_view text) {
       break;
     }
   }
-  if (!found) return fail("unknown kind '" + std::string(kind) + "'");
+  if (!found) return fail("unknown kind " + Quoted(kind));
   std::string_view rest = text.substr(j);
   if (HasMicrobatch(a.kind)) {
     if (rest.empty()) return fail("a microbatch number must follow the kind");

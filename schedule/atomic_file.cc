@@ -1,10 +1,13 @@
 #include "schedule/atomic_file.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <limits>
 #include <utility>
+
+#include "schedule/file_io.h"
 
 namespace pipetwin {
 
@@ -18,22 +21,29 @@ Compression CompressionFor(std::string_view path) {
 struct AtomicFileWriter::Impl {
   std::string path;
   std::string tmp;
+  int fd = -1;  // the temporary file's descriptor (owned by plain or gz once they are open)
   std::FILE* plain = nullptr;
   gzFile gz = nullptr;
   bool failed = false;
 
-  // Closes the temporary file; false when the close (the last flush) failed.
-  bool Close() {
+  // Flushes, syncs and closes the temporary file; false when any of it failed.
+  bool Close(bool sync) {
     bool ok = true;
-    if (plain != nullptr) ok = std::fclose(plain) == 0;
-    if (gz != nullptr) ok = gzclose(gz) == Z_OK;
+    if (plain != nullptr) {
+      ok = std::fflush(plain) == 0 && (!sync || ::fsync(fd) == 0);
+      ok = std::fclose(plain) == 0 && ok;
+    }
+    if (gz != nullptr) {
+      ok = gzflush(gz, Z_FINISH) == Z_OK && (!sync || ::fsync(fd) == 0);
+      ok = gzclose(gz) == Z_OK && ok;
+    }
     plain = nullptr;
     gz = nullptr;
     return ok;
   }
   void Abandon() {
-    Close();
-    std::remove(tmp.c_str());
+    Close(false);
+    ::unlink(tmp.c_str());
   }
 };
 
@@ -49,16 +59,22 @@ Expected<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
                                                   Compression compression) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  impl->tmp = path + ".tmp";
+  // A new temporary file with a random name (file_io.h): never an existing file or a symlink.
+  auto t = CreateTempFor(path);
+  if (!t) return t.error();
+  impl->tmp = t->name;
+  impl->fd = t->fd;
   if (compression == Compression::kGzip) {
-    impl->gz = gzopen(impl->tmp.c_str(), "wb6");
+    impl->gz = gzdopen(impl->fd, "wb6");
     // A larger buffer than zlib's 8 KiB default: fewer, larger writes for big traces.
     if (impl->gz != nullptr) gzbuffer(impl->gz, 256 * 1024);
   } else {
-    impl->plain = std::fopen(impl->tmp.c_str(), "wb");
+    impl->plain = ::fdopen(impl->fd, "wb");
   }
   if (impl->plain == nullptr && impl->gz == nullptr) {
-    return Error::Failure(path + ": cannot write (" + impl->tmp + " cannot be created)");
+    ::close(impl->fd);
+    ::unlink(impl->tmp.c_str());
+    return Error::Failure(path + ": cannot write (" + impl->tmp + " cannot be opened)");
   }
   return AtomicFileWriter(std::move(impl));
 }
@@ -85,15 +101,11 @@ Status AtomicFileWriter::Write(std::string_view data) {
 
 Status AtomicFileWriter::Commit() {
   Impl& w = *impl_;
-  if (w.failed || !w.Close()) {
+  if (w.failed || !w.Close(true)) {
     w.Abandon();
     return Error::Failure(w.path + ": write failed");
   }
-  if (std::rename(w.tmp.c_str(), w.path.c_str()) != 0) {
-    std::remove(w.tmp.c_str());
-    return Error::Failure(w.path + ": cannot rename " + w.tmp + " into place");
-  }
-  return OkStatus();
+  return CommitTemp(w.tmp, w.path);
 }
 
 Status WriteFileAtomicGzip(const std::string& path, std::string_view contents) {

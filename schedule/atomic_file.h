@@ -1,9 +1,11 @@
 // atomic_file.h — files written whole or not at all, plain or gzip-compressed, in pieces.
 //
-// The text goes to `<path>.tmp` as it is produced (nothing holds the whole file in memory),
-// and Commit() renames the finished file into place; a writer destroyed without Commit()
-// removes its temporary file, so a failed run never leaves a half-written file behind.
-// With Compression::kGzip the file is a gzip stream (zlib; deterministic: no time stamp).
+// The text goes to a new temporary file beside the path as it is produced (file_io.h's
+// CreateTempFor: a random name created with O_EXCL, never an existing file or a symlink;
+// nothing holds the whole file in memory), and Commit() syncs it and renames it into place; a
+// writer destroyed without Commit() removes its temporary file, so a failed run never leaves a
+// half-written file behind. With Compression::kGzip the file is a gzip stream (zlib; deterministic:
+// no time stamp).
 //
 //   const std::string path = "t.json.gz";
 //   Expected<AtomicFileWriter> w = AtomicFileWriter::Open(path, CompressionFor(path));

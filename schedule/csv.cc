@@ -1,10 +1,9 @@
 #include "schedule/csv.h"
 
-#include "schedule/atomic_file.h"
+#include "schedule/file_io.h"
+#include "schedule/limits.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace pipetwin {
@@ -40,6 +39,10 @@ Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& 
   while (std::getline(in, line)) {
     ++row;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (row > kMaxCsvRanks && line.find_first_not_of(", \t") != std::string::npos) {
+      return Error::BadInput(path + ": row " + std::to_string(row) + ": more than " +
+                             std::to_string(kMaxCsvRanks) + " ranks (rows) are not supported");
+    }
     std::vector<Action> prog;
     std::size_t col = 0;
     std::size_t start = 0;
@@ -58,6 +61,24 @@ Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& 
                                  ": " + a.error().message);
         }
         const int rank = row - 1;
+        const std::string where =
+            path + ": row " + std::to_string(row) + ", column " + std::to_string(col) + ": ";
+        if (a->stage > kMaxCsvStage) {
+          return Error::BadInput(where + "stage " + std::to_string(a->stage) +
+                                 " is out of range (at most " + std::to_string(kMaxCsvStage) + ")");
+        }
+        if (a->microbatch > kMaxCsvMicrobatch) {
+          return Error::BadInput(where + "microbatch " + std::to_string(a->microbatch) +
+                                 " is out of range (at most " + std::to_string(kMaxCsvMicrobatch) +
+                                 ")");
+        }
+        const std::int64_t stages = std::max(max_stage, a->stage) + 1;
+        const std::int64_t mbs = std::max(max_mb, a->microbatch) + 1;
+        if (stages * mbs * 4 > kMaxScheduleActions) {
+          return Error::BadInput(where + std::to_string(stages) + " stages x " +
+                                 std::to_string(mbs) + " microbatches x 4 exceeds the limit of " +
+                                 std::to_string(kMaxScheduleActions) + " schedule actions");
+        }
         if (static_cast<std::size_t>(a->stage) >= owner.size()) {
           owner.resize(static_cast<std::size_t>(a->stage) + 1, -1);
         }
@@ -107,18 +128,9 @@ Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& 
 }
 
 Expected<Schedule> LoadScheduleCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot open the schedule CSV");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ParseScheduleCsv(ss.str(), path);
-}
-
-Status WriteFileAtomic(const std::string& path, const std::string& contents) {
-  auto w = AtomicFileWriter::Open(path, Compression::kNone);
-  if (!w) return w.error();
-  if (Status s = w->Write(contents); !s) return s;
-  return w->Commit();
+  auto text = ReadInputFile(path, "the schedule CSV");
+  if (!text) return text.error();
+  return ParseScheduleCsv(*text, path);
 }
 
 }  // namespace pipetwin

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "schedule/file_io.h"  // WriteFileAtomic, for the callers that write CSVs
 #include "schedule/schedule.h"
 
 namespace pipetwin {
@@ -22,9 +23,5 @@ std::string WriteScheduleCsv(const Schedule& s, CsvFormat format);
 // Placement follows from which row each stage appears in: a stage on two rows is an error.
 Expected<Schedule> ParseScheduleCsv(const std::string& text, const std::string& path);
 Expected<Schedule> LoadScheduleCsv(const std::string& path);
-
-// Writes `contents` to `path` through a temporary file and a rename, so a failed run never
-// leaves a half-written file behind (schedule/atomic_file.h: the same in pieces, or gzipped).
-Status WriteFileAtomic(const std::string& path, const std::string& contents);
 
 }  // namespace pipetwin

@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <string>
+
 namespace pipetwin {
 
 using nlohmann::ordered_json;
@@ -97,8 +101,77 @@ std::string ReportToJson(const Report& r) {
       j["reference_max_relative_error"] = r.measured->reference_max_relative_error;
     }
   }
-  return j.dump(2) + "\n";
+  // A path that is not UTF-8 (a profile named with byte 0xFF) is written with U+FFFD, not thrown.
+  return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";
 }
+
+namespace {
+
+// A report field out of its range: caught in ReportFromJson, bad input naming the key.
+struct BadField {
+  std::string message;
+};
+
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 31;  // ranks, microbatches, samples
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 62;
+
+// An integer in [lo, hi]: JSON numbers beyond it (1e18 for a rank, 2^64 bytes) are refused
+// before any conversion; so are fractions.
+std::int64_t IntIn(const ordered_json& o, const char* key, const std::string& where,
+                   std::int64_t lo, std::int64_t hi) {
+  const ordered_json& v = o.at(key);
+  const std::string name = where + key;
+  const std::string range = " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  bool ok = false;
+  std::int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    ok = u <= static_cast<std::uint64_t>(hi);
+    x = ok ? static_cast<std::int64_t>(u) : 0;
+  } else if (v.is_number_integer()) {
+    x = v.get<std::int64_t>();
+    ok = true;
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    ok = d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi);
+    x = ok ? static_cast<std::int64_t>(d) : 0;
+  }
+  if (!ok || x < lo || x > hi) throw BadField{name + ": must be an integer" + range};
+  return x;
+}
+
+template <class T>
+T IntOr(const ordered_json& o, const char* key, const std::string& where, T fallback,
+        std::int64_t lo, std::int64_t hi) {
+  return o.contains(key) ? static_cast<T>(IntIn(o, key, where, lo, hi)) : fallback;
+}
+
+int RankIn(const ordered_json& o, const char* key, const std::string& where) {
+  return static_cast<int>(IntIn(o, key, where, 0, kMaxCount));
+}
+
+// A finite number in [lo, hi]; `positive`: above zero as well (a time that must have passed).
+double NumIn(const ordered_json& o, const char* key, const std::string& where, double lo, double hi,
+             bool positive = false) {
+  const ordered_json& v = o.at(key);
+  if (!v.is_number()) throw BadField{where + key + ": must be a number"};
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi || (positive && d <= 0)) {
+    throw BadField{where + key + ": must be a number" + (positive ? " above 0" : "") + " in [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+  }
+  return d;
+}
+
+double NumOr(const ordered_json& o, const char* key, const std::string& where, double fallback,
+             double lo, double hi) {
+  return o.contains(key) ? NumIn(o, key, where, lo, hi) : fallback;
+}
+
+constexpr double kMaxMs = 1e15;
+constexpr double kHuge = 1e300;
+
+}  // namespace
 
 Expected<Report> ReportFromJson(const std::string& text, const std::string& path) {
   try {
@@ -106,44 +179,49 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
     Report r;
     r.source = j.value("source", "");
     r.schedule = j.value("schedule", "");
-    r.pp = j.value("pp", 0);
-    r.microbatches = j.value("microbatches", 0);
+    r.pp = IntOr(j, "pp", "", 0, 0, kMaxCount);
+    r.microbatches = IntOr(j, "microbatches", "", 0, 0, kMaxCount);
     r.optimizer_sync = j.value("optimizer_sync", true);
-    r.iteration_time_ms = j.at("iteration_time_ms").get<double>();
-    r.makespan_ms = j.value("makespan_ms", r.iteration_time_ms);
-    r.bubble_fraction = j.at("bubble_fraction").get<double>();
+    r.iteration_time_ms = NumIn(j, "iteration_time_ms", "", 0, kMaxMs, true);
+    r.makespan_ms = j.contains("makespan_ms") ? NumIn(j, "makespan_ms", "", 0, kMaxMs, true)
+                                              : r.iteration_time_ms;
+    r.bubble_fraction = NumIn(j, "bubble_fraction", "", -1, 1);
+    std::size_t index = 0;
     for (const auto& e : j.at("ranks")) {
       RankReport k;
-      k.rank = e.at("rank").get<int>();
-      k.compute_busy_ms = e.at("compute_busy_ms").get<double>();
-      k.bubble_fraction = e.at("bubble_fraction").get<double>();
-      k.span_ms = e.value("span_ms", 0.0);
-      k.peak_memory_bytes = e.at("peak_memory_bytes").get<std::int64_t>();
+      const std::string at = "ranks[" + std::to_string(index++) + "].";
+      k.rank = RankIn(e, "rank", at);
+      const std::string w = "rank " + std::to_string(k.rank) + ": ";
+      k.compute_busy_ms = NumIn(e, "compute_busy_ms", w, 0, kMaxMs);
+      k.bubble_fraction = NumIn(e, "bubble_fraction", w, -1, 1);
+      k.span_ms = NumOr(e, "span_ms", w, 0.0, 0, kMaxMs);
+      k.peak_memory_bytes = IntIn(e, "peak_memory_bytes", w, 0, kMaxBytes);
       const auto& m = e.at("memory_bytes");
-      k.memory.params = m.at("params").get<std::int64_t>();
-      k.memory.grads = m.at("grads").get<std::int64_t>();
-      k.memory.optimizer = m.at("optimizer").get<std::int64_t>();
-      k.memory.activations = m.at("activations").get<std::int64_t>();
-      k.memory.comm_buffers = m.value("comm_buffers", std::int64_t{0});
-      k.comm_bytes_sent = e.at("comm_bytes_sent").get<std::int64_t>();
-      k.peak_inflight_microbatches = e.value("peak_inflight_microbatches", 0);
-      k.peak_pending_weight_grads = e.value("peak_pending_weight_grads", 0);
-      k.pp_rank = e.value("pp_rank", -1);
-      k.dp_rank = e.value("dp_rank", 0);
-      k.tp_rank = e.value("tp_rank", 0);
-      k.cp_rank = e.value("cp_rank", 0);
+      const std::string wm = w + "memory_bytes.";
+      k.memory.params = IntIn(m, "params", wm, 0, kMaxBytes);
+      k.memory.grads = IntIn(m, "grads", wm, 0, kMaxBytes);
+      k.memory.optimizer = IntIn(m, "optimizer", wm, 0, kMaxBytes);
+      k.memory.activations = IntIn(m, "activations", wm, 0, kMaxBytes);
+      k.memory.comm_buffers = IntOr(m, "comm_buffers", wm, std::int64_t{0}, 0, kMaxBytes);
+      k.comm_bytes_sent = IntIn(e, "comm_bytes_sent", w, 0, kMaxBytes);
+      k.peak_inflight_microbatches = IntOr(e, "peak_inflight_microbatches", w, 0, 0, kMaxCount);
+      k.peak_pending_weight_grads = IntOr(e, "peak_pending_weight_grads", w, 0, 0, kMaxCount);
+      k.pp_rank = IntOr(e, "pp_rank", w, -1, -1, kMaxCount);
+      k.dp_rank = IntOr(e, "dp_rank", w, 0, 0, kMaxCount);
+      k.tp_rank = IntOr(e, "tp_rank", w, 0, 0, kMaxCount);
+      k.cp_rank = IntOr(e, "cp_rank", w, 0, 0, kMaxCount);
       r.ranks.push_back(k);
     }
     const auto& g = j.at("comm").at("by_group");
-    r.comm.pp = g.value("pp", std::int64_t{0});
-    r.comm.dp = g.value("dp", std::int64_t{0});
-    r.comm.tp = g.value("tp", std::int64_t{0});
-    r.comm.cp = g.value("cp", std::int64_t{0});
+    r.comm.pp = IntOr(g, "pp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
+    r.comm.dp = IntOr(g, "dp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
+    r.comm.tp = IntOr(g, "tp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
+    r.comm.cp = IntOr(g, "cp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
     const auto& t = j.at("throughput");
-    r.throughput.samples_per_s = t.value("samples_per_s", 0.0);
-    r.throughput.tokens_per_s = t.value("tokens_per_s", 0.0);
-    r.throughput.tflops_per_device = t.value("tflops_per_device", 0.0);
-    r.throughput.mfu = t.value("mfu", 0.0);
+    r.throughput.samples_per_s = NumOr(t, "samples_per_s", "throughput.", 0.0, 0, kHuge);
+    r.throughput.tokens_per_s = NumOr(t, "tokens_per_s", "throughput.", 0.0, 0, kHuge);
+    r.throughput.tflops_per_device = NumOr(t, "tflops_per_device", "throughput.", 0.0, 0, kHuge);
+    r.throughput.mfu = NumOr(t, "mfu", "throughput.", 0.0, 0, kHuge);
     if (j.contains("hardware_flops")) {
       const auto& h = j.at("hardware_flops");
       r.hardware_flops =
@@ -152,7 +230,7 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
     if (j.contains("breakdown")) {
       const auto& b = j.at("breakdown");
       r.breakdown = Breakdown{
-          b.at("pipeline_rank").get<int>(), b.at("compute_ms").get<double>(),
+          RankIn(b, "pipeline_rank", "breakdown."), b.at("compute_ms").get<double>(),
           b.at("tp_cp_comm_exposed_ms").get<double>(), b.at("dp_comm_exposed_ms").get<double>(),
           b.at("pp_comm_and_bubble_ms").get<double>(),
           // Added later: reports written before them read as 0.
@@ -160,17 +238,17 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
     }
     if (j.contains("memory")) {
       const auto& m = j.at("memory");
-      r.memory =
-          MemorySummary{m.at("fits").get<bool>(), m.at("device_memory_bytes").get<std::int64_t>(),
-                        m.at("worst_rank").get<int>(), m.at("worst_peak_bytes").get<std::int64_t>(),
-                        m.at("shortfall_bytes").get<std::int64_t>()};
+      r.memory = MemorySummary{
+          m.at("fits").get<bool>(), IntIn(m, "device_memory_bytes", "memory.", 0, kMaxBytes),
+          RankIn(m, "worst_rank", "memory."), IntIn(m, "worst_peak_bytes", "memory.", 0, kMaxBytes),
+          IntIn(m, "shortfall_bytes", "memory.", 0, kMaxBytes)};
     }
     if (j.contains("job")) {
       const auto& x = j.at("job");
       r.job = JobSummary{x.at("model").get<std::string>(),
-                         x.at("world_size").get<int>(),
-                         x.at("pipeline_replicas").get<int>(),
-                         x.at("parameters").get<std::int64_t>(),
+                         static_cast<int>(IntIn(x, "world_size", "job.", 1, kMaxCount)),
+                         static_cast<int>(IntIn(x, "pipeline_replicas", "job.", 1, kMaxCount)),
+                         IntIn(x, "parameters", "job.", 0, kMaxBytes),
                          x.at("model_flops_per_iteration").get<double>(),
                          x.at("hardware_flops_per_iteration").get<double>(),
                          x.at("device").get<std::string>()};
@@ -181,7 +259,7 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
       if (j.contains("jitter")) {
         const auto& x = j.at("jitter");
         p.has_jitter = true;
-        p.jitter_samples = x.at("samples").get<int>();
+        p.jitter_samples = static_cast<int>(IntIn(x, "samples", "jitter.", 0, kMaxCount));
         p.nominal_iteration_time_ms = x.at("nominal_iteration_time_ms").get<double>();
         p.jitter_min_ms = x.at("min_ms").get<double>();
         p.jitter_max_ms = x.at("max_ms").get<double>();
@@ -200,6 +278,8 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
       r.measured = m;
     }
     return r;
+  } catch (const BadField& e) {
+    return Error::BadInput(path + ": " + e.message);
   } catch (const nlohmann::json::exception& e) {
     return Error::BadInput(path + ": not a pipetwin report: " + e.what());
   }

@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include "schedule/quote.h"
+
 namespace pipetwin {
 namespace {
 
@@ -31,14 +33,9 @@ const char* StreamName(Stream s) {
   return "?";
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
+// A JSON string's contents: quotes, backslashes, control characters (a tab in a job's path)
+// and bytes that are not UTF-8 all escaped, so the trace stays valid JSON.
+std::string Escape(const std::string& s) { return JsonEscape(s); }
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "schedule/quote.h"
+
 namespace pipetwin {
 namespace {
 
@@ -17,7 +19,7 @@ std::string Join(const std::vector<std::string>& v) {
 
 std::string Shown(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsScalar()) return Quoted(node.Scalar());
   if (node.IsSequence()) return "a list";
   return "a mapping";
 }
@@ -52,7 +54,8 @@ Status YamlFields::CheckKeys(const YAML::Node& map, std::string_view section,
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok) {
-      return At(it->first, section, "unknown key '" + key + "' (allowed: " + Join(allowed) + ")");
+      return At(it->first, section,
+                "unknown key " + Quoted(key) + " (allowed: " + Join(allowed) + ")");
     }
   }
   return OkStatus();

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "models/costs.h"
+#include "schedule/file_io.h"
 #include "schedule/stats.h"
 #include "schedule/yaml_fields.h"
 #include "sim/model_costs.h"
@@ -17,6 +18,7 @@ namespace {
 
 constexpr double kMaxMs = 1e9;
 constexpr long long kMaxBytes = 1LL << 50;
+constexpr double kMaxStepMs = 1e12;  // as job/resolve.cc: about 31 years
 
 struct StageProfile {
   double f = -1, i = -1, w = -1, b = -1, opt = -1, dp_ms = 0;
@@ -27,11 +29,9 @@ struct StageProfile {
 
 Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
                               const ActionMedians* replace) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot read the profile (--profile)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseProfile(text.str(), path, s, replace);
+  auto text = ReadInputFile(path, "the profile (--profile)");
+  if (!text) return text.error();
+  return ParseProfile(*text, path, s, replace);
 }
 
 Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,
@@ -259,6 +259,25 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
   auto copy = [&](std::int64_t b) {
     return bandwidth > 0 ? static_cast<double>(b) / bandwidth : 0.0;
   };
+  // The step is at most the sum of its actions' times: bounded before any becomes a SimTime,
+  // so that simulated time stays far inside int64 nanoseconds.
+  double total = sync + step_start;
+  for (int k = 0; k < s.num_stages; ++k) {
+    const StageProfile& p = sp[static_cast<std::size_t>(k)];
+    const double in =
+        (k > 0 ? copy(sp[static_cast<std::size_t>(k - 1)].transfer_bytes) : 0) +
+        (k + 1 < s.num_stages ? copy(sp[static_cast<std::size_t>(k + 1)].transfer_bytes) : 0);
+    const double per_mb = std::max(p.f, 0.0) + std::max(p.b, 0.0) + std::max(p.i, 0.0) +
+                          std::max(p.w, 0.0) + 4 * overhead + 2 * in + 2 * latency;
+    total += s.num_microbatches * per_mb + std::max(p.opt, 0.0) + overhead + p.dp_ms;
+  }
+  if (!(total <= kMaxStepMs)) {
+    return Error::BadInput(path + ": the profile's times give a step of up to " +
+                           std::to_string(total) + " ms (" + std::to_string(s.num_microbatches) +
+                           " microbatches over " + std::to_string(s.num_stages) +
+                           " stages); the simulated step is limited to 1e12 ms (check "
+                           "stages[].*_ms, transfer_bytes and p2p.bandwidth_bytes_per_ms)");
+  }
   CostTable t;
   t.stages.resize(static_cast<std::size_t>(s.num_stages));
   for (int k = 0; k < s.num_stages; ++k) {

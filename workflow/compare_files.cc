@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "schedule/csv.h"
+#include "schedule/file_io.h"
 #include "schedule/report.h"
 
 namespace pipetwin::workflow {
 
-Expected<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::BadInput(path + ": cannot read the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+Expected<std::string> ReadText(const std::string& path) { return ReadInputFile(path, "the file"); }
 
 Expected<Comparison> CompareFiles(const std::string& predicted, const std::string& measured,
                                   const std::string& dir, const std::string& title,

@@ -62,6 +62,59 @@ echo keep > "$dir/r.json"
 expect 2 "invalid schedule" -- simulate "$src/examples/schedules/bad-order.yaml" --report "$dir/r.json"
 [ "$(cat "$dir/r.json")" = keep ] || { echo "FAIL: a failed run overwrote the report"; fail=1; }
 
+# Safe writes: a symlink at the old fixed temporary name is not written through.
+ex="$src/examples/schedules/1f1b.yaml"
+echo precious > "$dir/victim"
+ln -s "$dir/victim" "$dir/s.json.tmp"
+"$bin" simulate "$ex" --report "$dir/s.json" >/dev/null || { echo "FAIL: simulate --report s.json"; fail=1; }
+[ "$(cat "$dir/victim")" = precious ] && echo "ok: no write through PATH.tmp" \
+  || { echo "FAIL: the report was written through the symlink PATH.tmp"; fail=1; }
+
+# Outputs are checked before any work; all of them are written or none.
+expect 2 "option --report needs a value" -- simulate "$ex" --report --ascii
+expect 2 "option --csv needs a value, got the option-like '-x'" -- schedule "$ex" --csv -x
+echo keep > "$dir/ok.json"
+expect 2 "--trace: .*/no/such/dir/x.json: the directory .* does not exist" -- simulate "$ex" \
+  --report "$dir/ok.json" --trace "$dir/no/such/dir/x.json"
+[ "$(cat "$dir/ok.json")" = keep ] || { echo "FAIL: one output written, another refused"; fail=1; }
+cp "$ex" "$dir/in.yaml"
+expect 2 "--report: .*in.yaml is an input of this command" -- simulate "$dir/in.yaml" --report "$dir/in.yaml"
+expect 2 "--trace: .* is also the output of --report" -- simulate "$ex" --report "$dir/o.json" \
+  --trace "$dir/./o.json"
+expect 2 "--csv: .*in.yaml is an input" -- schedule "$dir/in.yaml" --csv "$dir/in.yaml"
+expect 2 "--report: .* is a directory" -- simulate "$ex" --report "$dir"
+cmp -s "$ex" "$dir/in.yaml" || { echo "FAIL: the job file was overwritten"; fail=1; }
+# A failed write to stdout is a failure (exit 1) with a message.
+for cmd in schedule simulate; do
+  out=$("$bin" $cmd "$ex" 2>&1 >/dev/full); rc=$?
+  if [ "$rc" -eq 1 ] && grep -q "cannot write the standard output" <<<"$out"; then
+    echo "ok: $cmd > /dev/full -> 1"
+  else
+    echo "FAIL: $cmd > /dev/full -> exit $rc: $out"; fail=1
+  fi
+done
+
+# Inputs: regular files or pipes, within a size limit.
+expect 2 "/dev/zero: the job file must be a regular file or a pipe" -- simulate /dev/zero
+expect 2 ": is a directory, not the job file" -- simulate "$dir"
+head -c 17000000 /dev/zero | tr '\0' '#' > "$dir/big.yaml"
+expect 2 "the job file is larger than the limit of 16777216 bytes" -- simulate "$dir/big.yaml"
+out=$(cat "$ex" | "$bin" simulate /dev/stdin 2>&1) && echo "ok: a job on a pipe" \
+  || { echo "FAIL: a job on a pipe: $out"; fail=1; }
+
+# Sizes are refused before any work, naming the field.
+expect 2 "microbatches: pp \(4096\) x vpp \(1\) x microbatches \(1000000\) x 4 = .* at most 4194304" -- \
+  simulate "$(job huge.yaml 'schedule: 1f1b\nmicrobatches: 1000000\nparallel: {pp: 4096}\ncosts: {forward_ms: 1}\n')"
+expect 2 "costs.forward_ms: .* the simulated step is limited to 1e\+12 ms" -- simulate \
+  "$(job slow.yaml 'schedule: 1f1b\nmicrobatches: 10000\nparallel: {pp: 4}\ncosts: {forward_ms: 1e9}\n')"
+expect 2 "model.seq_len: must be an integer in \[1, 2097152\]" -- simulate \
+  "$(job seq.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt3-175b, seq_len: 1073741824}\ntraining: {global_batch: 8}\n')"
+expect 2 "model.hidden: must be an integer in \[1, 262144\]" -- simulate \
+  "$(job hidden.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt3-175b, hidden: 1073741824}\ntraining: {global_batch: 8}\n')"
+printf '999999999F0\n' > "$dir/big.csv"
+expect 2 "big.csv: row 1, column 1: stage 999999999 is out of range" -- simulate \
+  "$(job bigcsv.yaml 'schedule: csv:big.csv\nmicrobatches: 1\nparallel: {pp: 1}\ncosts: {forward_ms: 1}\n')"
+
 # The schedule written as CSV loads back as the same schedule (a csv: job simulates the same).
 "$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format compute_comms || fail=1
 job csvjob.yaml "schedule: csv:zb.csv\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.0, backward_weight_ms: 1.0}\n" >/dev/null

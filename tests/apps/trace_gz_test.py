@@ -39,6 +39,8 @@ simulate("--trace", again)
 with open(again, "rb") as f:
     check(f.read() == packed_bytes, "the same job gives the same compressed bytes")
 r = simulate("--trace", os.path.join(tmp, "missing", "t.json.gz"))
-check(r.returncode == 1 and "cannot write" in r.stderr, f"an unwritable path exits 1: {r.stderr.strip()}")
+# Output paths are checked before any work: a missing directory is bad input (exit 2).
+check(r.returncode == 2 and "does not exist" in r.stderr,
+      f"a path in a missing directory exits 2: {r.stderr.strip()}")
 check(not os.path.exists(os.path.join(tmp, "missing")), "and writes nothing")
 sys.exit(1 if failures else 0)

@@ -63,6 +63,18 @@ TEST(ProfileTest, MeasuredMediansPlusOverheads) {
   EXPECT_EQ(t->table.sync, SimTime::FromMillis(0.000711 + 0.107415));
 }
 
+TEST(ProfileTest, TimesBeyondTheSimulatedStepLimitAreBadInput) {
+  // 2^50 bytes at 1e-9 bytes/ms: each copy alone would overflow int64 nanoseconds.
+  const std::string text =
+      Replace(Replace(kProfile, "transfer_bytes: 131072", "transfer_bytes: 1125899906842624"),
+              "bandwidth_bytes_per_ms: 1.78547e+06", "bandwidth_bytes_per_ms: 1e-9");
+  auto t = ParseProfile(text, "p.yaml", Build("1f1b"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(t.error().message.find("the simulated step is limited to 1e12 ms"), std::string::npos)
+      << t.error().message;
+}
+
 TEST(ProfileTest, ErrorsNameTheFileAndTheKey) {
   const Schedule s = Build("1f1b");
   struct Case {

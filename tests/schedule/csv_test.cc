@@ -52,5 +52,32 @@ TEST(Csv, ErrorsNameFileRowAndColumn) {
   EXPECT_EQ(s.error().exit_status(), 2);
 }
 
+TEST(Csv, RefusesHugeNumbersBeforeAllocating) {
+  auto stage = ParseScheduleCsv("999999999F0\n", "big.csv");
+  ASSERT_FALSE(stage.ok());
+  EXPECT_NE(stage.error().message.find("stage 999999999 is out of range (at most 65535)"),
+            std::string::npos)
+      << stage.error().message;
+  auto mb = ParseScheduleCsv("0F9999999\n", "big.csv");
+  ASSERT_FALSE(mb.ok());
+  EXPECT_NE(mb.error().message.find("microbatch 9999999 is out of range"), std::string::npos);
+  // 1,000 stages x microbatch 999999: each number allowed, their product is not.
+  std::string row = "0F999999";
+  for (int st = 1; st < 1000; ++st) row += "," + std::to_string(st) + "F0";
+  auto product = ParseScheduleCsv(row + "\n", "big.csv");
+  ASSERT_FALSE(product.ok());
+  EXPECT_NE(product.error().message.find("exceeds the limit of 4194304 schedule actions"),
+            std::string::npos)
+      << product.error().message;
+}
+
+TEST(Csv, RefusesMoreRanksThanPpAllows) {
+  std::string text;
+  for (int r = 0; r < 4097; ++r) text += std::to_string(r) + "F0\n";
+  auto s = ParseScheduleCsv(text, "rows.csv");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("more than 4096 ranks"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipetwin

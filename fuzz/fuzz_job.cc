@@ -1,0 +1,17 @@
+// fuzz_job.cc — libFuzzer target: a job file's text through ParseJob (read, resolve, build
+// and validate the schedule, price it). Any input must give a job or an Error, never a
+// crash, a sanitizer report, an exception or unbounded memory.
+//
+//   scripts/fuzz.sh 60          # or: build/fuzz/fuzz/fuzz_job CORPUS_DIR
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "job/job.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto job = pipetwin::ParseJob(text, "fuzz.yaml");
+  if (job) (void)job->schedule.NumActions();
+  return 0;
+}

@@ -1,0 +1,191 @@
+#include "schedule/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace pipetwin {
+namespace {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// The directory holding `path` ("." for a bare file name).
+std::string DirOf(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// A name suffix no other writer is likely to pick; O_EXCL makes a clash harmless anyway.
+std::string RandomSuffix() {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 gen{std::random_device{}() ^
+                                   (static_cast<std::uint64_t>(::getpid()) << 32)};
+  std::string s(6, 'x');
+  for (char& c : s) c = kChars[gen() % (sizeof(kChars) - 1)];
+  return s;
+}
+
+bool WriteAll(int fd, const std::string& contents) {
+  const char* p = contents.data();
+  std::size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<std::string> ReadInputFile(const std::string& path, const std::string& what,
+                                    std::int64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Error::BadInput(path + ": cannot open " + what + " (" + ErrnoText(errno) + ")");
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Error::BadInput(path + ": cannot read " + what + " (" + ErrnoText(err) + ")");
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Error::BadInput(path + ": is a directory, not " + what);
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    ::close(fd);
+    return Error::BadInput(path + ": " + what + " must be a regular file or a pipe");
+  }
+  const std::string limit = std::to_string(max_bytes) + " bytes";
+  if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
+    ::close(fd);
+    return Error::BadInput(path + ": " + what + " is larger than the limit of " + limit);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return Error::BadInput(path + ": cannot read " + what + " (" + ErrnoText(err) + ")");
+    }
+    if (n == 0) break;
+    if (static_cast<std::int64_t>(text.size()) + n > max_bytes) {
+      ::close(fd);
+      return Error::BadInput(path + ": " + what + " is larger than the limit of " + limit);
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+Expected<TempFile> CreateTempFor(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    return Error::Failure(path + ": cannot write: it exists and is not a regular file");
+  }
+  TempFile t;
+  for (int attempt = 0; attempt < 100 && t.fd < 0; ++attempt) {
+    t.name = path + "." + RandomSuffix();
+    t.fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (t.fd < 0 && errno != EEXIST) {
+      return Error::Failure(
+          path + ": cannot write (no temporary file in its directory: " + ErrnoText(errno) + ")");
+    }
+  }
+  if (t.fd < 0) return Error::Failure(path + ": cannot write (no free temporary file name)");
+  return t;
+}
+
+Status CommitTemp(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Error::Failure(path + ": cannot rename into place (" + ErrnoText(err) + ")");
+  }
+  const int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    // Some file systems cannot sync a directory (EINVAL); the file itself is synced.
+    const int synced = ::fsync(dfd);
+    const int err = errno;
+    ::close(dfd);
+    if (synced != 0 && err != EINVAL && err != EROFS) {
+      return Error::Failure(path + ": written, but its directory cannot be synced (" +
+                            ErrnoText(err) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& contents) {
+  auto t = CreateTempFor(path);
+  if (!t) return t.error();
+  int fd = t->fd;
+  const std::string tmp = t->name;
+  const auto fail = [&](const std::string& what, int err) -> Status {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    return Error::Failure(path + ": " + what + " (" + ErrnoText(err) + ")");
+  };
+  if (!WriteAll(fd, contents)) return fail("write failed", errno);
+  if (::fsync(fd) != 0) return fail("write failed (fsync)", errno);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return fail("write failed (close)", errno);
+  return CommitTemp(tmp, path);
+}
+
+Status CheckOutputPath(const std::string& path, const std::string& option) {
+  if (path.empty()) return Error::BadInput(option + ": the output path is empty");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return Error::BadInput(option + ": " + path + " is a directory (a file name is expected)");
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      return Error::BadInput(option + ": " + path +
+                             " exists and is not a regular file (it would be replaced)");
+    }
+  }
+  const std::string dir = DirOf(path);
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode)) {
+    return Error::BadInput(option + ": " + path + ": the directory " + dir + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Error::BadInput(option + ": " + path + ": the directory " + dir + " is not writable");
+  }
+  return OkStatus();
+}
+
+bool SamePath(const std::string& a, const std::string& b) {
+  struct stat sa {};
+  struct stat sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  std::error_code ea;
+  std::error_code eb;
+  const auto na = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto nb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  if (ea || eb) return a == b;
+  return na == nb;
+}
+
+}  // namespace pipetwin

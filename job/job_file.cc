@@ -1,4 +1,5 @@
 // job_file.cc — step 1 of job.h: the YAML job file to a typed JobConfig.
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -125,6 +126,32 @@ Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig*
   return OkStatus();
 }
 
+// Ignores the parser's events: CountDocuments only needs document boundaries.
+struct IgnoreEvents final : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The number of YAML documents in `text`, counting at most `cap`.
+int CountDocuments(const std::string& text, int cap) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  IgnoreEvents ignore;
+  int docs = 0;
+  while (docs < cap && parser.HandleNextDocument(ignore)) ++docs;
+  return docs;
+}
+
 // Every key's position, by its dotted path ("parallel.pp"), for messages at resolve time.
 // A key given twice in one mapping is an error (YAML parsers keep one of the two silently).
 Status RecordMarks(const YamlFields& f, const YAML::Node& n, const std::string& prefix,
@@ -179,13 +206,15 @@ Expected<YAML::Node> LoadRoot(const YamlFields& f, const std::string& yaml_text,
                               const std::string& path) {
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
-    if (docs.size() > 1) {
-      return f.At(docs[1], "(top level)",
-                  "a job file holds one YAML document; this one has " +
-                      std::to_string(docs.size()) + " (remove the `---` separators)");
+    // The first document, then whether a second one follows. Not YAML::LoadAll: on some
+    // malformed inputs yaml-cpp's parser reports a new document forever and LoadAll never
+    // returns (fuzz/repro/yaml-loadall-hang.yaml); counting at most two documents is bounded.
+    root = YAML::Load(yaml_text);
+    if (CountDocuments(yaml_text, 2) > 1) {
+      return Error::BadInput(path +
+                             ": (top level): a job file holds one YAML document; this one has "
+                             "more (remove the `---` separators)");
     }
-    if (!docs.empty()) root = docs.front();
   } catch (const YAML::Exception& e) {
     return Error::BadInput(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                            std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);

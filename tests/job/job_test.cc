@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -165,6 +168,17 @@ TEST(Job, VariantsChangeTypedFieldsAndResolveAgain) {
   auto bad = ResolveJob(c);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("parallel.vpp"), std::string::npos);
+}
+
+TEST(Job, MalformedYamlThatLoopsYamlCppsLoadAllIsBadInput) {
+  // fuzz_job's finding: on this input YAML::LoadAll never returned (2.7 GB and counting).
+  std::ifstream in(std::string(PIPETWIN_SOURCE_DIR) + "/fuzz/repro/yaml-loadall-hang.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  auto j = ParseJob(text.str(), "hang.yaml");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().exit_status(), 2);
 }
 
 TEST(Job, HugeWorldsAreRefusedNotOverflowed) {

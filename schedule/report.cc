@@ -10,6 +10,16 @@ namespace pipetwin {
 
 using nlohmann::ordered_json;
 
+nlohmann::ordered_json BreakdownJson(const Breakdown& b) {
+  return {{"pipeline_rank", b.pipeline_rank},
+          {"compute_ms", b.compute_ms},
+          {"tp_cp_comm_exposed_ms", b.tp_cp_comm_exposed_ms},
+          {"dp_comm_exposed_ms", b.dp_comm_exposed_ms},
+          {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms},
+          {"tp_cp_comm_overlapped_ms", b.tp_cp_comm_overlapped_ms},
+          {"dp_comm_overlapped_ms", b.dp_comm_overlapped_ms}};
+}
+
 std::string ReportToJson(const Report& r) {
   ordered_json j;
   j["source"] = r.source;
@@ -58,13 +68,7 @@ std::string ReportToJson(const Report& r) {
   }
   if (r.breakdown) {
     const Breakdown& b = *r.breakdown;
-    j["breakdown"] = {{"pipeline_rank", b.pipeline_rank},
-                      {"compute_ms", b.compute_ms},
-                      {"tp_cp_comm_exposed_ms", b.tp_cp_comm_exposed_ms},
-                      {"dp_comm_exposed_ms", b.dp_comm_exposed_ms},
-                      {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms},
-                      {"tp_cp_comm_overlapped_ms", b.tp_cp_comm_overlapped_ms},
-                      {"dp_comm_overlapped_ms", b.dp_comm_overlapped_ms}};
+    j["breakdown"] = BreakdownJson(b);
   }
   if (r.memory) {
     const MemorySummary& m = *r.memory;

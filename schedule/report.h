@@ -7,6 +7,8 @@
 //   std::string json = ReportToJson(r);   // deterministic: same report, same bytes
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -119,6 +121,8 @@ struct Report {
 };
 
 std::string ReportToJson(const Report& r);
+// The breakdown section as the report writes it (also inside `pipetwin plan --report`).
+nlohmann::ordered_json BreakdownJson(const Breakdown& b);
 Expected<Report> ReportFromJson(const std::string& text, const std::string& path);
 
 }  // namespace pipetwin

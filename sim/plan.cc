@@ -672,11 +672,7 @@ std::string PlanToJson(const PlanResult& r) {
     e["peak_memory_bytes"] = x.peak_memory_bytes;
     e["fullest_rank"] = x.fullest_rank;
     e["fits"] = x.fits;
-    e["breakdown"] = {{"pipeline_rank", t.breakdown.pipeline_rank},
-                      {"compute_ms", t.breakdown.compute_ms},
-                      {"tp_cp_comm_exposed_ms", t.breakdown.tp_cp_comm_exposed_ms},
-                      {"dp_comm_exposed_ms", t.breakdown.dp_comm_exposed_ms},
-                      {"pp_comm_and_bubble_ms", t.breakdown.pp_comm_and_bubble_ms}};
+    e["breakdown"] = BreakdownJson(t.breakdown);
     j["top"].push_back(std::move(e));
   }
   return j.dump(2) + "\n";

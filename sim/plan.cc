@@ -140,100 +140,83 @@ struct Shape {
   std::vector<RankMemoryShape> memory;   // per rank
 };
 
-class ShapeCache {
- public:
-  // Built once per shape: a second thread asking for it meanwhile waits for the first.
-  std::shared_ptr<const Shape> Get(const std::string& name, int pp, int vpp, int m, bool reduce) {
-    std::shared_ptr<Slot> slot;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& s = map_[Key{name, pp, vpp, m, reduce}];
-      if (!s) s = std::make_shared<Slot>();
-      slot = s;
-    }
-    std::call_once(slot->once, [&] { slot->shape = Build(name, pp, vpp, m, reduce); });
-    return slot->shape;
-  }
-
- private:
-  struct Slot {
-    std::once_flag once;
-    std::shared_ptr<const Shape> shape;
-  };
-  static std::shared_ptr<const Shape> Build(const std::string& name, int pp, int vpp, int m,
-                                            bool reduce) {
-    auto shape = std::make_shared<Shape>();
-    ScheduleRequest req;
-    req.name = name;
-    req.pp = pp;
-    req.vpp = vpp;
-    req.microbatches = m;
-    req.reduce_grad = reduce;
-    req.validate_generated = false;
-    shape->reduce_grad = reduce;
-    if (auto s = ComputeSchedule(req)) {
-      shape->schedule = std::move(*s);
-      // Lowering adds one OPT per stage of each rank (AddOptimizer) unless the schedule has it.
-      bool has_opt = false;
-      for (const auto& prog : shape->schedule->programs) {
-        for (const Action& a : prog) has_opt = has_opt || a.kind == ActionKind::kOptimizer;
-      }
-      int rank = 0;
-      for (const auto& prog : shape->schedule->programs) {
-        std::vector<StageCounts> c;
-        for (const Action& a : prog) {
-          int k = -1;
-          switch (a.kind) {
-            case ActionKind::kForward:
-              k = 0;
-              break;
-            case ActionKind::kBackward:
-              k = 1;
-              break;
-            case ActionKind::kBackwardInput:
-              k = 2;
-              break;
-            case ActionKind::kBackwardWeight:
-              k = 3;
-              break;
-            case ActionKind::kOptimizer:
-              k = 4;
-              break;
-            default:
-              break;
-          }
-          if (k < 0) continue;
-          auto it = std::find_if(c.begin(), c.end(),
-                                 [&](const StageCounts& x) { return x.stage == a.stage; });
-          if (it == c.end()) it = c.insert(c.end(), StageCounts{a.stage, {}});
-          ++it->n[static_cast<std::size_t>(k)];
-        }
-        if (!has_opt) {
-          for (int st : StagesOfRank(*shape->schedule, rank)) {
-            auto it = std::find_if(c.begin(), c.end(),
-                                   [&](const StageCounts& x) { return x.stage == st; });
-            if (it == c.end()) it = c.insert(c.end(), StageCounts{st, {}});
-            ++it->n[4];
-          }
-        }
-        ++rank;
-        shape->counts.push_back(std::move(c));
-        int first = -1;
-        for (const Action& a : prog) {
-          if (a.kind == ActionKind::kForward) first = a.stage;
-          if (IsCompute(a.kind)) break;
-        }
-        shape->first_forward_stage.push_back(first);
-        shape->memory.push_back(ReduceRankMemory(prog));
-      }
-    }
-    return shape;
-  }
-
-  using Key = std::tuple<std::string, int, int, int, bool>;
-  std::mutex mu_;
-  std::map<Key, std::shared_ptr<Slot>> map_;
+// The schedule of a layout depends only on (schedule, pp, vpp, microbatches, reduce).
+struct ShapeKey {
+  std::string name;
+  int pp = 0, vpp = 0, m = 0;
+  bool reduce = false;
+  auto operator<=>(const ShapeKey&) const = default;
 };
+
+std::shared_ptr<const Shape> BuildShape(const std::string& name, int pp, int vpp, int m,
+                                        bool reduce) {
+  auto shape = std::make_shared<Shape>();
+  ScheduleRequest req;
+  req.name = name;
+  req.pp = pp;
+  req.vpp = vpp;
+  req.microbatches = m;
+  req.reduce_grad = reduce;
+  req.validate_generated = false;
+  shape->reduce_grad = reduce;
+  if (auto s = ComputeSchedule(req)) {
+    shape->schedule = std::move(*s);
+    // Lowering adds one OPT per stage of each rank (AddOptimizer) unless the schedule has it.
+    bool has_opt = false;
+    for (const auto& prog : shape->schedule->programs) {
+      for (const Action& a : prog) has_opt = has_opt || a.kind == ActionKind::kOptimizer;
+    }
+    int rank = 0;
+    for (const auto& prog : shape->schedule->programs) {
+      std::vector<StageCounts> c;
+      for (const Action& a : prog) {
+        int k = -1;
+        switch (a.kind) {
+          case ActionKind::kForward:
+            k = 0;
+            break;
+          case ActionKind::kBackward:
+            k = 1;
+            break;
+          case ActionKind::kBackwardInput:
+            k = 2;
+            break;
+          case ActionKind::kBackwardWeight:
+            k = 3;
+            break;
+          case ActionKind::kOptimizer:
+            k = 4;
+            break;
+          default:
+            break;
+        }
+        if (k < 0) continue;
+        auto it = std::find_if(c.begin(), c.end(),
+                               [&](const StageCounts& x) { return x.stage == a.stage; });
+        if (it == c.end()) it = c.insert(c.end(), StageCounts{a.stage, {}});
+        ++it->n[static_cast<std::size_t>(k)];
+      }
+      if (!has_opt) {
+        for (int st : StagesOfRank(*shape->schedule, rank)) {
+          auto it =
+              std::find_if(c.begin(), c.end(), [&](const StageCounts& x) { return x.stage == st; });
+          if (it == c.end()) it = c.insert(c.end(), StageCounts{st, {}});
+          ++it->n[4];
+        }
+      }
+      ++rank;
+      shape->counts.push_back(std::move(c));
+      int first = -1;
+      for (const Action& a : prog) {
+        if (a.kind == ActionKind::kForward) first = a.stage;
+        if (IsCompute(a.kind)) break;
+      }
+      shape->first_forward_stage.push_back(first);
+      shape->memory.push_back(ReduceRankMemory(prog));
+    }
+  }
+  return shape;
+}
 
 int ChunksOf(const std::string& schedule, int vpp) {
   if (schedule == "zbv" || schedule == "dualpipev") return 2;
@@ -278,17 +261,19 @@ Expected<models::JobCosts> CostsOf(const JobConfig& base, const PlanRow& row, in
 
 struct Context {
   const JobConfig& base;
-  ShapeCache cache;
-  std::vector<std::shared_ptr<const Shape>> shapes;  // per row, for the simulation
+  std::vector<ShapeKey> keys;                        // the distinct shapes, built in parallel
+  std::vector<std::shared_ptr<const Shape>> built;   // per key
+  std::vector<int> shape_of;                         // per row: an index into keys, or -1
+  std::vector<std::shared_ptr<const Shape>> shapes;  // per row that fits, for the simulation
 };
 
-// Validity, memory and the bound of one layout (no timing).
-void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
-  const JobConfig& base = ctx.base;
+// The checks that need no schedule; a valid layout gets its shape's key.
+std::optional<ShapeKey> Classify(const JobConfig& base, PlanRow& row) {
   ParallelConfig& p = row.parallel;
-  auto invalid = [&](const char* reason) {
+  auto invalid = [&](const char* reason) -> std::optional<ShapeKey> {
     row.status = PlanStatus::kInvalid;
     row.invalid_reason = reason;
+    return std::nullopt;
   };
   const long long gpus = static_cast<long long>(base.cluster.world_size());
   const long long tpc = static_cast<long long>(p.tp) * p.pp * p.cp;
@@ -306,7 +291,19 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
   const long long per_mb = static_cast<long long>(row.micro_batch) * p.dp;
   if (base.training.global_batch % per_mb != 0) return invalid("batch");
   row.microbatches = static_cast<int>(base.training.global_batch / per_mb);
-  auto shape = ctx.cache.Get(row.schedule, p.pp, p.vpp, row.microbatches, p.dp > 1);
+  return ShapeKey{row.schedule, p.pp, p.vpp, row.microbatches, p.dp > 1};
+}
+
+// Memory and the bound of one valid layout (no timing).
+void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
+  const JobConfig& base = ctx.base;
+  const ParallelConfig& p = row.parallel;
+  const models::ModelConfig& mc = base.model;
+  auto invalid = [&](const char* reason) {
+    row.status = PlanStatus::kInvalid;
+    row.invalid_reason = reason;
+  };
+  std::shared_ptr<const Shape> shape = ctx.built[static_cast<std::size_t>(ctx.shape_of[index])];
   if (!shape->schedule) return invalid("schedule");
   const Schedule& s = *shape->schedule;
 
@@ -463,18 +460,48 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   res.rows = Enumerate(plan);
   const std::size_t n = res.rows.size();
-  Context ctx{plan.job, {}, std::vector<std::shared_ptr<const Shape>>(n)};
+  Context ctx{
+      plan.job, {}, {}, std::vector<int>(n, -1), std::vector<std::shared_ptr<const Shape>>(n)};
 
-  // 1. Validity, memory, bound: every layout.
+  // 1. The checks that need no schedule, and the distinct shapes of the valid layouts.
+  std::map<ShapeKey, int> key_index;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (auto key = Classify(plan.job, res.rows[i])) {
+      auto [it, added] = key_index.try_emplace(std::move(*key), static_cast<int>(ctx.keys.size()));
+      if (added) ctx.keys.push_back(it->first);
+      ctx.shape_of[i] = it->second;
+    }
+  }
+  // 2. Each shape built once, in parallel, the longest schedules first (no thread waits for
+  // another's build).
+  std::vector<std::size_t> by_size(ctx.keys.size());
+  for (std::size_t i = 0; i < by_size.size(); ++i) by_size[i] = i;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
+    const auto size = [&](std::size_t i) {
+      return static_cast<long long>(ctx.keys[i].pp) * ctx.keys[i].vpp * ctx.keys[i].m;
+    };
+    return size(a) > size(b);
+  });
+  ctx.built.resize(ctx.keys.size());
+  std::atomic<std::size_t> next_shape{0};
+  ParallelFor(res.threads, [&] {
+    for (std::size_t i; (i = next_shape.fetch_add(1)) < by_size.size();) {
+      const ShapeKey& k = ctx.keys[by_size[i]];
+      ctx.built[by_size[i]] = BuildShape(k.name, k.pp, k.vpp, k.m, k.reduce);
+    }
+  });
+  // 3. Memory and the bound: every valid layout.
   std::atomic<std::size_t> next{0};
   constexpr std::size_t kChunk = 16;
   ParallelFor(res.threads, [&] {
     for (std::size_t i; (i = next.fetch_add(kChunk)) < n;) {
-      for (std::size_t j = i; j < std::min(n, i + kChunk); ++j) Evaluate(ctx, j, res.rows[j]);
+      for (std::size_t j = i; j < std::min(n, i + kChunk); ++j) {
+        if (ctx.shape_of[j] >= 0) Evaluate(ctx, j, res.rows[j]);
+      }
     }
   });
 
-  // 2. Those that fit, best bound first, until the bound falls below the K-th best found.
+  // 4. Those that fit, best bound first, until the bound falls below the K-th best found.
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < n; ++i) {
     if (res.rows[i].status == PlanStatus::kPruned) order.push_back(i);
@@ -539,12 +566,19 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   std::stable_sort(simulated.begin(), simulated.end(), [&](std::size_t a, std::size_t b) {
     return res.rows[a].tokens_per_s > res.rows[b].tokens_per_s;
   });
-  // The top K through the full report, as `simulate` gives them.
-  for (std::size_t i = 0; i < std::min(k, simulated.size()); ++i) {
+  // The top K through the full report, as `simulate` gives them (one layout per thread).
+  const std::size_t top = std::min(k, simulated.size());
+  std::vector<Expected<Breakdown>> full(top, Error::Failure("plan: not simulated"));
+  std::atomic<std::size_t> next_top{0};
+  ParallelFor(std::min<int>(res.threads, static_cast<int>(std::max<std::size_t>(top, 1))), [&] {
+    for (std::size_t i; (i = next_top.fetch_add(1)) < top;) {
+      full[i] = SimulateRow(ctx, simulated[i], res.rows[simulated[i]]);
+    }
+  });
+  for (std::size_t i = 0; i < top; ++i) {
     const std::size_t r = simulated[i];
-    auto b = SimulateRow(ctx, r, res.rows[r]);
-    if (!b) return b.error();
-    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], *b});
+    if (!full[i]) return full[i].error();
+    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], *full[i]});
   }
   res.hbm_bytes = plan.job.cluster.device.hbm_bytes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -41,6 +41,18 @@ Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
   return OkStatus();
 }
 
+}  // namespace
+
+double CausalBlockFraction(int seq_len, bool flash_attention) {
+  if (!flash_attention || seq_len <= 0) return 1.0;
+  // n x n tiles of kFlashBlock tokens; the causal kernel runs the n(n + 1)/2 on or below
+  // the diagonal (with ring attention the balanced chunks give every rank the same share).
+  const double n = std::ceil(static_cast<double>(seq_len) / kFlashBlock);
+  return (n + 1) / (2 * n);
+}
+
+namespace {
+
 // One decoder layer on one rank, one microbatch.
 struct LayerTimes {
   double f = 0, i = 0, w = 0;
@@ -77,8 +89,12 @@ LayerTimes DecoderLayer(const Context& c) {
   }
   const LayerFlops fl = DecoderLayerFlops(c.m, c.t.micro_batch, c.sh);
   const double mnk = fl.attention / 4;  // each of the two batched matmuls
-  const double attn_f = AttentionMs(c.d, p, fl.attention, mnk, false);
-  const double attn_b = AttentionMs(c.d, p, 2 * fl.attention, mnk, true);
+  // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
+  // so its kernels run the executed FLOPs only (fl.attention keeps the paper's non-causal
+  // count, the MFU convention); unfused attention computes the full score matrix.
+  const double executed = fl.attention * CausalBlockFraction(c.m.seq_len, c.t.flash_attention);
+  const double attn_f = AttentionMs(c.d, p, executed, mnk, false);
+  const double attn_b = AttentionMs(c.d, p, 2 * executed, mnk, true);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));
 
   // Tensor (and sequence) parallel collectives: two per direction per layer.
@@ -260,11 +276,12 @@ struct Shared {
   ActivationInventory layer_act, emb_act, out_act;
   int n_dp;  // dp x cp: who shares (and shards, under ZeRO) the state
   double r;  // sequence sharding outside the TP region: tp under sp, else 1
+  int microbatches;
 };
 
 // Computed once per job, before the stages: one decoder layer's costs and inventories.
 Shared MakeShared(const Context& c, const ParallelConfig& par, const ClusterConfig& cluster,
-                  const Link& pp_link, int num_stages) {
+                  const Link& pp_link, int num_stages, int microbatches) {
   const ModelConfig& m = c.m;
   const TrainingConfig& t = c.t;
   return Shared{c,
@@ -280,7 +297,8 @@ Shared MakeShared(const Context& c, const ParallelConfig& par, const ClusterConf
                 EmbeddingActivations(m, t, c.sh),
                 OutputActivations(m, t, c.sh),
                 c.dp_group.size,
-                static_cast<double>(par.sp ? par.tp : 1)};
+                static_cast<double>(par.sp ? par.tp : 1),
+                microbatches};
 }
 
 // Stage compute, first stage: the embedding lookup, its scatter-add in W and, under TP, the
@@ -432,8 +450,8 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
     buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;
   }
   if (j.n_dp > 1 && par.zero == 3) {  // the unit computing and the units prefetched
-    buffers += (1 + t.zero3_prefetch) *
-               static_cast<double>(DecoderLayerParamsPerRank(j.c.m, par.tp)) * bpp.params;
+    buffers += (1 + t.zero3_prefetch) * static_cast<double>(Zero3UnitParams(j.c.m, t, par.tp)) *
+               bpp.params;
   }
   sc.comm_buffer_bytes = std::llround(buffers);
 }
@@ -497,19 +515,32 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       if (ov.param_gather) sc.param_allgather_hidden_ms = hidden(one, sc.forward_ms);
     }
     if (par.zero == 3) {
-      // Each unit (decoder layer; a stage without layers is one unit) is gathered before its
-      // F and again before its I. With zero3_prefetch >= 1 the gathers run ahead on the
-      // collective stream, so a pass takes max(compute, units x g) plus the first unit's
-      // gather, which nothing precedes; with 0 every gather is in series with the compute.
-      const double units = std::max(1, sc.layers);
+      // Each unit (a decoder layer, or with zero3_unit: module each of its 4 weight matrices;
+      // a stage without layers is one unit) is gathered before its F and again before its I,
+      // and its gradients are reduce-scattered after its W, every microbatch (FSDP and
+      // DeepSpeed stage 3 both reduce in each backward). With zero3_prefetch >= 1 the
+      // collectives run ahead on their own stream, so a pass takes max(compute, units x c)
+      // plus one unit's collective that nothing hides (the first gather, the last
+      // reduce-scatter); with 0 every one is in series with the compute. Equal units give the
+      // exact total: the bandwidth term is linear in bytes, the latency is per call.
+      const double per_layer = c.t.zero3_unit == Zero3Unit::kModule ? 4 : 1;
+      const double units = std::max(1.0, per_layer * sc.layers);
       const double g = CollectiveMs(Collective::kAllGather, param_full / units, c.dp_group, c.topo);
-      auto pass = [&](double compute) {
-        return c.t.zero3_prefetch >= 1 ? std::max(compute, units * g) + g : compute + units * g;
+      const double rs =
+          CollectiveMs(Collective::kReduceScatter, grad_full / units, c.dp_group, c.topo);
+      auto pass = [&](double compute, double one) {
+        return c.t.zero3_prefetch >= 1 ? std::max(compute, units * one) + one
+                                       : compute + units * one;
       };
-      sc.forward_ms = pass(sc.forward_ms);
-      sc.backward_input_ms = pass(sc.backward_input_ms);
+      sc.forward_ms = pass(sc.forward_ms, g);
+      sc.backward_input_ms = pass(sc.backward_input_ms, g);
+      sc.backward_weight_ms = pass(sc.backward_weight_ms, rs);
       sc.zero3_gather_bytes_per_microbatch =
           std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
+      // The reduction is in W, per microbatch: nothing is left for the end of the step.
+      sc.dp_reduce_ms = 0;
+      sc.dp_reduce_hidden_ms = 0;
+      sc.dp_reduce_bytes *= j.microbatches;
     }
   }
   if (c.m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
@@ -621,7 +652,8 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   const RankLayout layout(in.parallel, jc.cluster.rank_order);
   const Context c = MakeContext(jc, in.parallel, layout);
   const Link pp_link = PipelineLink(jc, layout, c.topo);
-  jc.stages = BuildStages(MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages), *split);
+  jc.stages = BuildStages(
+      MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages, in.microbatches), *split);
   ApplyVariability(jc, in);
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;

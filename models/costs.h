@@ -123,4 +123,11 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& inputs, int num_stages);
 // num_stages, sum layers), else an even split (an error when it does not divide).
 Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
 
+// The share of the non-causal attention FLOPs (4bs²h forward) that a causal attention kernel
+// executes: with flash attention the key blocks of kFlashBlock tokens wholly above the
+// diagonal are skipped, (n + 1) / 2n of n x n blocks; without it the whole score matrix is
+// computed (1). FlashAttention-2's forward tile is 128 tokens (Dao 2023, Sec. 3.3).
+inline constexpr double kFlashBlock = 128;
+double CausalBlockFraction(int seq_len, bool flash_attention);
+
 }  // namespace pipetwin::models

@@ -1,5 +1,6 @@
 #include "models/layer_costs.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pipetwin::models {
@@ -154,6 +155,13 @@ std::int64_t DecoderLayerParamsPerRank(const ModelConfig& m, int tp) {
   if (m.bias) p += qkv_out / t + h + fc1_out / t + h;  // row-parallel biases replicated
   const I64 norm = m.norm == Norm::kLayerNorm ? 2 * h : h;
   return p + 2 * norm;
+}
+
+std::int64_t Zero3UnitParams(const ModelConfig& m, const TrainingConfig& t, int tp) {
+  if (t.zero3_unit == Zero3Unit::kLayer) return DecoderLayerParamsPerRank(m, tp);
+  const I64 h = m.hidden, f = m.ffn_hidden, tpl = tp;
+  const I64 fc1_out = m.mlp == Mlp::kGelu ? f : 2 * f;
+  return std::max({h * (h + 2 * I64{m.kv_dim()}), h * h, h * fc1_out, f * h}) / tpl;
 }
 
 std::int64_t EmbeddingParamsPerRank(const ModelConfig& m, int tp) {

@@ -87,6 +87,9 @@ ActivationInventory OutputActivations(const ModelConfig& m, const TrainingConfig
 // and the vocabulary-parallel embedding are split over tp; norms, row-parallel biases and
 // learned position embeddings are replicated.
 std::int64_t DecoderLayerParamsPerRank(const ModelConfig& m, int tp);
+// ZeRO-3's unit on one TP rank (training.zero3_unit): a decoder layer, or its largest weight
+// matrix (what the memory must hold of a module-sized gather).
+std::int64_t Zero3UnitParams(const ModelConfig& m, const TrainingConfig& t, int tp);
 std::int64_t EmbeddingParamsPerRank(const ModelConfig& m, int tp);
 // Final norm plus the output layer; with tied embeddings and more than one stage the last
 // stage keeps its own copy of the word embedding (Megatron), so `separate_stage` adds it.

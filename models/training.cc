@@ -52,7 +52,7 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
   if (Status s = f.CheckKeys(
           node, "training",
           {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
-           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch"});
+           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit"});
       !s) {
     return s.error();
   }
@@ -131,6 +131,11 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<long long> x = f.Int(v, "training.zero3_prefetch", 0, 64);
     if (!x) return x.error();
     t.zero3_prefetch = static_cast<int>(*x);
+  }
+  if (const YAML::Node v = node["zero3_unit"]) {
+    Expected<std::string> x = f.Choice(v, "training.zero3_unit", {"layer", "module"});
+    if (!x) return x.error();
+    t.zero3_unit = *x == "layer" ? Zero3Unit::kLayer : Zero3Unit::kModule;
   }
   return t;
 }

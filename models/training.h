@@ -22,6 +22,8 @@ enum class Optimizer { kAdam, kSgd, kSgdMomentum };
 enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
 enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
 
+enum class Zero3Unit { kLayer, kModule };
+
 // Communication overlapped with compute, as Megatron-Core's --tp-comm-overlap,
 // --overlap-grad-reduce and --overlap-param-gather (all off by default there, and here).
 struct Overlap {
@@ -52,6 +54,11 @@ struct TrainingConfig {
   // ZeRO-3: units (decoder layers) gathered ahead of the one computing, as FSDP's
   // BackwardPrefetch.BACKWARD_PRE default (one unit ahead); 0 gathers each unit on demand.
   int zero3_prefetch = 1;
+  // ZeRO-3: what one gather fetches. kLayer: a decoder layer (FSDP wrapping each transformer
+  // block); kModule: one weight matrix (QKV, attention output, fc1, fc2), as DeepSpeed's
+  // stage 3 fetches each submodule's parameters: 4 gathers per layer, and only the largest
+  // module (fc1) and the prefetched ones held.
+  Zero3Unit zero3_unit = Zero3Unit::kLayer;
 
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }

@@ -134,7 +134,7 @@ cmp -s "$dir/r1.json" "$dir/r2.json" && cmp -s "$dir/t1.json" "$dir/t2.json" \
   || { echo "FAIL: two runs differ"; fail=1; }
 
 # Every example job simulates; the recompute jobs report hardware FLOPs above model FLOPs.
-for job in "$src"/examples/models/*.yaml "$src"/examples/megatron/*.yaml; do
+for job in "$src"/examples/models/*.yaml "$src"/examples/published/*/*.yaml; do
   "$bin" simulate "$job" --per-pipeline-rank --report "$dir/ex.json" >/dev/null \
     || { echo "FAIL: $job does not simulate"; fail=1; continue; }
   case $job in
@@ -143,7 +143,7 @@ for job in "$src"/examples/models/*.yaml "$src"/examples/megatron/*.yaml; do
         || { echo "FAIL: $job: no hardware_flops in the report"; fail=1; } ;;
   esac
 done
-echo "ok: every example in examples/models and examples/megatron simulates"
+echo "ok: every example in examples/models and examples/published simulates"
 
 # plan: exit statuses, the outputs, and a top job that `simulate` reproduces.
 plan_head='schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\ncluster: {nodes: 1}\n'

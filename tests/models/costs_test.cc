@@ -42,6 +42,16 @@ double Sum(const JobCosts& c, double StageCost::*field) {
 }
 
 // Narayanan et al. 2021, Sec. 5.1: FLOPs per iteration of batch B.
+// Causal flash attention runs the n(n + 1)/2 blocks on or below the diagonal of n x n blocks
+// of 128 tokens (counted by hand); unfused attention runs all of them.
+TEST(CostsTest, CausalFlashAttentionRunsTheLowerTriangleOfBlocks) {
+  EXPECT_DOUBLE_EQ(CausalBlockFraction(128, true), 1.0);           // 1 of 1 block
+  EXPECT_DOUBLE_EQ(CausalBlockFraction(256, true), 3.0 / 4);       // 3 of 4
+  EXPECT_DOUBLE_EQ(CausalBlockFraction(200, true), 3.0 / 4);       // a partial block is a block
+  EXPECT_DOUBLE_EQ(CausalBlockFraction(2048, true), 136.0 / 256);  // 16 x 17 / 2 of 16 x 16
+  EXPECT_DOUBLE_EQ(CausalBlockFraction(2048, false), 1.0);
+}
+
 TEST(CostsTest, FlopsPerIterationMatchNarayanan) {
   const double B = 256, s = 2048, l = 96, h = 12288, V = 50257;
   Expected<JobCosts> none = Costs(Gpt3Job("none"), 8);
@@ -407,6 +417,31 @@ TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
   EXPECT_NEAR(z3_0->stages[0].forward_ms, a.forward_ms + all, 1e-9);
   const std::int64_t per_layer = b.comm_buffer_bytes - z3_0->stages[0].comm_buffer_bytes;
   EXPECT_EQ(per_layer, 2 * DecoderLayerParamsPerRank(z3->model, 1));  // one 2-byte layer
+  // The gradients are reduce-scattered per layer after its W, every microbatch (fp32: 4
+  // bytes), under W's compute but for the last; nothing is left for the end of the step.
+  const double all_rs =
+      1e3 * 7.0 / 8 * 4 * static_cast<double>(b.params) / z3->cluster.intra.bandwidth_bytes_per_s;
+  EXPECT_NEAR(b.backward_weight_ms, std::max(a.backward_weight_ms, all_rs) + all_rs / layers, 1e-9);
+  EXPECT_EQ(b.dp_reduce_ms, 0);
+  EXPECT_NEAR(b.dp_reduce_bytes, z3->microbatches * 7.0 / 8 * 4 * static_cast<double>(b.params),
+              1.0);
+}
+
+// zero3_unit: module (DeepSpeed's stage 3): 4 gathers per layer, a quarter of the layer's
+// bytes each, and the memory holds fc1 (h x 4h, the largest matrix) per unit, not a layer.
+TEST(CostsTest, Zero3ModuleUnitsGatherEachWeightMatrix) {
+  Expected<JobCosts> z0 = Costs(DpJob(""), 1);
+  Expected<JobCosts> mod = Costs(DpJob(", zero3_unit: module", ", zero: 3"), 1);
+  Expected<JobCosts> mod_0 =
+      Costs(DpJob(", zero3_unit: module, zero3_prefetch: 0", ", zero: 3"), 1);
+  ASSERT_TRUE(z0.ok() && mod.ok() && mod_0.ok()) << (mod.ok() ? "" : mod.error().message);
+  const StageCost& a = z0->stages[0];
+  const StageCost& b = mod->stages[0];
+  const double all =
+      1e3 * 7.0 / 8 * 2 * static_cast<double>(b.params) / mod->cluster.intra.bandwidth_bytes_per_s;
+  EXPECT_NEAR(b.forward_ms, std::max(a.forward_ms, all) + all / (4.0 * b.layers), 1e-9);
+  const std::int64_t unit = b.comm_buffer_bytes - mod_0->stages[0].comm_buffer_bytes;
+  EXPECT_EQ(unit, 2 * std::int64_t{2048} * 8192);  // gpt3-1.3b's fc1, 2 bytes
 }
 
 TEST(CostsTest, UnevenSplit) {

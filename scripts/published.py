@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The accuracy suite: every published run in examples/published/, predicted and published.
+
+Each job file there is a published training run, with its source, every layout assumption
+and one machine-readable line:
+
+  # published: {metric: M, value: V, split: fit|test, source: "..."}
+
+where M is what the source reports per GPU: `hardware_tflops_per_gpu` (recomputation
+counted), `model_tflops_per_gpu` or `mfu` (model FLOPs, recomputation not counted). `fit`
+rows are those a device constant was fitted on (models/README.md says which); `test` rows
+were never fitted. The prediction is `pipetwin simulate`'s report, the same metric from the
+same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/published.md):
+
+  scripts/published.py build/default/apps/pipetwin > results/published.md
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+METRICS = {
+    "hardware_tflops_per_gpu": ("hardware TFLOP/s per GPU", lambda r: r["hardware_flops"]["tflops_per_device"]),
+    "model_tflops_per_gpu": ("model TFLOP/s per GPU", lambda r: r["throughput"]["tflops_per_device"]),
+    "mfu": ("MFU", lambda r: r["throughput"]["mfu"]),
+}
+
+
+def read_run(path):
+    text = open(path).read()
+    m = re.search(r"^# published: (\{.*\})\s*$", text, re.M)
+    if not m:
+        raise SystemExit("%s: no '# published: {...}' line" % path)
+    meta = yaml.safe_load(m.group(1))
+    for key in ("metric", "value", "split", "source"):
+        if key not in meta:
+            raise SystemExit("%s: published: has no %s" % (path, key))
+    if meta["metric"] not in METRICS:
+        raise SystemExit("%s: published.metric: %r is not one of %s"
+                         % (path, meta["metric"], ", ".join(METRICS)))
+    if meta["split"] not in ("fit", "test"):
+        raise SystemExit("%s: published.split: must be fit or test" % path)
+    job = yaml.safe_load(text)
+    return {"path": path, "meta": meta, "device": job["cluster"]["device"],
+            "gpus": job["parallel"].get("pp", 1) * job["parallel"].get("dp", 1)
+            * job["parallel"].get("tp", 1) * job["parallel"].get("cp", 1)}
+
+
+def simulate(pipetwin, path, tmp):
+    rep = os.path.join(tmp, "report.json")
+    subprocess.run([pipetwin, "simulate", path, "--report", rep], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(rep) as f:
+        return json.load(f)
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    pipetwin = argv[1]
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    runs = [read_run(p) for p in
+            sorted(glob.glob(os.path.join(root, "examples", "published", "*", "*.yaml")))]
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in runs:
+            rep = simulate(pipetwin, r["path"], tmp)
+            r["predicted"] = METRICS[r["meta"]["metric"]][1](rep)
+            r["error"] = 100.0 * (r["predicted"] / float(r["meta"]["value"]) - 1)
+            r["fits"] = rep.get("memory", {}).get("fits", True)
+
+    out = ["# Accuracy suite: published runs, predicted against published\n",
+           "Made by: `scripts/published.py build/default/apps/pipetwin > results/published.md` "
+           "(runs: `examples/published/`, one job file per run, with its source, the table "
+           "and row, and every layout assumption in its header).\n",
+           "Error = predicted / published − 1, on the metric the source reports. *fit* rows "
+           "are those the device's fitted constant was fitted on (`models/README.md`); "
+           "*test* rows were never fitted on.\n",
+           "| run | source | GPUs | metric | published | predicted | error | split | fits |",
+           "|---|---|--:|---|--:|--:|--:|---|---|"]
+    for r in runs:
+        meta = r["meta"]
+        fmt = "%.3f" if meta["metric"] == "mfu" else "%.1f"
+        out.append("| `%s` | %s | %d | %s | %s | %s | %+.1f%% | %s | %s |" % (
+            os.path.relpath(r["path"], os.path.join(root, "examples", "published")),
+            meta["source"], r["gpus"], METRICS[meta["metric"]][0], fmt % float(meta["value"]),
+            fmt % r["predicted"], r["error"], meta["split"], "yes" if r["fits"] else "**no**"))
+    out.append("")
+    out.append("| device | split | runs | mean abs error | max abs error |")
+    out.append("|---|---|--:|--:|--:|")
+    for dev in sorted({r["device"] for r in runs}):
+        for split in ("test", "fit", "all"):
+            sel = [abs(r["error"]) for r in runs
+                   if r["device"] == dev and (split == "all" or r["meta"]["split"] == split)]
+            if sel:
+                out.append("| %s | %s | %d | %.1f%% | %.1f%% |"
+                           % (dev, split, len(sel), sum(sel) / len(sel), max(sel)))
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -366,10 +366,6 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
       !s) {
     return s;
   }
-  if (n["overlap"]) {
-    return f.At(n["overlap"], "search.overlap",
-                "not yet supported: the job schema has no training.overlap yet (remove the key)");
-  }
   // Defaults: the job's own values.
   const ParallelConfig& p = job.parallel;
   sp->schedule = {job.schedule};
@@ -381,6 +377,7 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
   sp->sp = {p.sp};
   sp->micro_batch = {job.training.micro_batch};
   sp->recompute = {job.training.recompute};
+  sp->overlap = {job.training.overlap};
   std::vector<std::string> names;
   for (const auto& g : AllGenerators()) names.emplace_back(g.name);
   auto read_schedule = [&](const YAML::Node& v, const std::string& key) {
@@ -427,7 +424,24 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
            : *x == "selective" ? models::Recompute::kSelective
                                : models::Recompute::kFull;
   };
-  return SearchList<models::Recompute>(f, n, "recompute", read_recompute, &sp->recompute);
+  if (Status s = SearchList<models::Recompute>(f, n, "recompute", read_recompute, &sp->recompute);
+      !s) {
+    return s;
+  }
+  // A bool turns all three flags on or off; a map is training.overlap's.
+  auto read_overlap = [&](const YAML::Node& v,
+                          const std::string& key) -> Expected<models::Overlap> {
+    if (v.IsScalar()) {
+      auto b = f.Bool(v, key);
+      if (!b)
+        return f.At(
+            v, key,
+            "each candidate must be true, false or a map {tp_comm, grad_reduce, param_gather}");
+      return models::Overlap{*b, *b, *b};
+    }
+    return models::ParseOverlap(v, f, key);
+  };
+  return SearchList<models::Overlap>(f, n, "overlap", read_overlap, &sp->overlap);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // nothing past this point reads YAML.
 //
 //   search: {schedule: [1f1b, zb-h1], tp: [4, 8], pp: [8, 16], dp: auto,
-//            micro_batch: [1, 2], recompute: [selective, full]}
+//            micro_batch: [1, 2], recompute: [selective, full],
+//            overlap: [false, true, {grad_reduce: true}]}
 //
 //   Expected<PlanFile> p = ReadPlanFile("examples/plan/gpt3-175b.yaml");
 //   if (!p) return p.error().exit_status();          // 2, naming e.g. "search.tp"
@@ -29,6 +30,7 @@ struct SearchSpace {
   std::optional<std::vector<int>> dp;  // absent: `auto`, the GPUs filled by tp × pp × cp
   std::vector<bool> sp;
   std::vector<models::Recompute> recompute;
+  std::vector<models::Overlap> overlap;  // each: a map, or a bool for all three flags
 };
 
 struct PlanFile {

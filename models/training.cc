@@ -46,6 +46,26 @@ std::string_view ToString(GradReduceDtype v) {
   return v == GradReduceDtype::kFp32 ? "fp32" : "bf16";
 }
 
+Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const std::string& key) {
+  if (!v.IsMap()) {
+    return f.At(v, key, "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool}");
+  }
+  if (Status s = f.CheckKeys(v, key, {"tp_comm", "grad_reduce", "param_gather"}); !s) {
+    return s.error();
+  }
+  Overlap o;
+  const std::pair<const char*, bool*> flags[] = {
+      {"tp_comm", &o.tp_comm}, {"grad_reduce", &o.grad_reduce}, {"param_gather", &o.param_gather}};
+  for (const auto& [name, out] : flags) {
+    if (const YAML::Node b = v[name]) {
+      Expected<bool> x = f.Bool(b, key + "." + name);
+      if (!x) return x.error();
+      *out = *x;
+    }
+  }
+  return o;
+}
+
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
@@ -93,24 +113,9 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     t.flash_attention = *x;
   }
   if (const YAML::Node v = node["overlap"]) {
-    if (!v.IsMap()) {
-      return f.At(v, "training.overlap",
-                  "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool}");
-    }
-    if (Status s = f.CheckKeys(v, "training.overlap", {"tp_comm", "grad_reduce", "param_gather"});
-        !s) {
-      return s.error();
-    }
-    const std::pair<const char*, bool*> flags[] = {{"tp_comm", &t.overlap.tp_comm},
-                                                   {"grad_reduce", &t.overlap.grad_reduce},
-                                                   {"param_gather", &t.overlap.param_gather}};
-    for (const auto& [key, out] : flags) {
-      if (const YAML::Node b = v[key]) {
-        Expected<bool> x = f.Bool(b, std::string("training.overlap.") + key);
-        if (!x) return x.error();
-        *out = *x;
-      }
-    }
+    Expected<Overlap> x = ParseOverlap(v, f, "training.overlap");
+    if (!x) return x.error();
+    t.overlap = *x;
   }
   if (const YAML::Node v = node["grad_reduce_dtype"]) {
     Expected<std::string> x = f.Choice(v, "training.grad_reduce_dtype", {"fp32", "bf16"});

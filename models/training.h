@@ -72,6 +72,9 @@ struct TrainingConfig {
 // Absent node: all defaults. Unknown keys and bad enum values are errors naming the file,
 // the key and what is allowed.
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& fields);
+// `{tp_comm, grad_reduce, param_gather}` (each absent: false) at `key` (for messages).
+Expected<Overlap> ParseOverlap(const YAML::Node& node, const YamlFields& fields,
+                               const std::string& key);
 
 std::string_view ToString(Precision v);
 std::string_view ToString(Optimizer v);

@@ -230,6 +230,7 @@ JobConfig ConfigOf(const JobConfig& base, const PlanRow& row) {
   c.parallel = row.parallel;
   c.training.micro_batch = row.micro_batch;
   c.training.recompute = row.recompute;
+  c.training.overlap = row.overlap;
   c.microbatches.reset();  // from the global batch
   return c;
 }
@@ -250,6 +251,7 @@ Expected<models::JobCosts> CostsOf(const JobConfig& base, const PlanRow& row, in
   in.training = base.training;
   in.training.micro_batch = row.micro_batch;
   in.training.recompute = row.recompute;
+  in.training.overlap = row.overlap;
   in.cluster = base.cluster;
   if (!in.cluster.nodes_given) {
     in.cluster.nodes = std::max(
@@ -432,20 +434,22 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
               for (bool seq : sp.sp)
                 for (int zero : sp.zero)
                   for (int mb : sp.micro_batch)
-                    for (models::Recompute rc : sp.recompute) {
-                      PlanRow r;
-                      r.schedule = sched;
-                      r.parallel = ParallelConfig{.pp = pp,
-                                                  .vpp = vpp,
-                                                  .dp = dp,
-                                                  .tp = tp,
-                                                  .sp = seq,
-                                                  .cp = cp,
-                                                  .zero = zero};
-                      r.micro_batch = mb;
-                      r.recompute = rc;
-                      rows.push_back(std::move(r));
-                    }
+                    for (models::Recompute rc : sp.recompute)
+                      for (const models::Overlap& ov : sp.overlap) {
+                        PlanRow r;
+                        r.schedule = sched;
+                        r.parallel = ParallelConfig{.pp = pp,
+                                                    .vpp = vpp,
+                                                    .dp = dp,
+                                                    .tp = tp,
+                                                    .sp = seq,
+                                                    .cp = cp,
+                                                    .zero = zero};
+                        r.micro_batch = mb;
+                        r.recompute = rc;
+                        r.overlap = ov;
+                        rows.push_back(std::move(r));
+                      }
   }
   return rows;
 }
@@ -623,7 +627,11 @@ nlohmann::ordered_json JobJson(const JobConfig& c, int microbatches) {
                    {"precision", std::string(models::ToString(t.precision))},
                    {"optimizer", std::string(models::ToString(t.optimizer))},
                    {"recompute", std::string(models::ToString(t.recompute))},
-                   {"flash_attention", t.flash_attention}};
+                   {"flash_attention", t.flash_attention},
+                   {"overlap",
+                    {{"tp_comm", t.overlap.tp_comm},
+                     {"grad_reduce", t.overlap.grad_reduce},
+                     {"param_gather", t.overlap.param_gather}}}};
   j["cluster"] = {{"device", c.cluster.device.name},
                   {"gpus_per_node", c.cluster.gpus_per_node},
                   {"nodes", c.cluster.nodes}};
@@ -631,12 +639,18 @@ nlohmann::ordered_json JobJson(const JobConfig& c, int microbatches) {
   return j;
 }
 
+// The overlap flags as three letters: t(p_comm) g(rad_reduce) p(aram_gather), '-' when off.
+std::string OverlapFlags(const models::Overlap& o) {
+  return {o.tp_comm ? 't' : '-', o.grad_reduce ? 'g' : '-', o.param_gather ? 'p' : '-'};
+}
+
 std::string Layout(const PlanRow& r) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-16s %3d %3d %3d %4d %3d %-3s %2d %3d %-9s %4d",
+  std::snprintf(buf, sizeof buf, "%-16s %3d %3d %3d %4d %3d %-3s %2d %3d %-9s %3s %4d",
                 r.schedule.c_str(), r.parallel.tp, r.parallel.pp, r.parallel.vpp, r.parallel.dp,
                 r.parallel.cp, r.parallel.sp ? "yes" : "no", r.parallel.zero, r.micro_batch,
-                std::string(models::ToString(r.recompute)).c_str(), r.microbatches);
+                std::string(models::ToString(r.recompute)).c_str(), OverlapFlags(r.overlap).c_str(),
+                r.microbatches);
   return buf;
 }
 
@@ -662,12 +676,12 @@ std::string PlanSummary(const PlanResult& r) {
                 static_cast<long long>(r.simulated), static_cast<long long>(r.pruned));
   out += buf;
   if (r.top.empty()) return out + "no layout fits in memory\n";
-  std::snprintf(buf, sizeof buf,
-                "top %zu by tokens/s:\n%2s %-16s %3s %3s %3s %4s %3s %-3s %2s %3s %-9s %4s %10s "
-                "%10s %6s %7s %14s %9s\n",
-                r.top.size(), "#", "schedule", "tp", "pp", "vpp", "dp", "cp", "sp", "z", "mb",
-                "recompute", "m", "iter ms", "tokens/s", "MFU", "bubble", "peak GiB (rank)",
-                "comm ms");
+  std::snprintf(
+      buf, sizeof buf,
+      "top %zu by tokens/s:\n%2s %-16s %3s %3s %3s %4s %3s %-3s %2s %3s %-9s %3s %4s %10s "
+      "%10s %6s %7s %14s %9s\n",
+      r.top.size(), "#", "schedule", "tp", "pp", "vpp", "dp", "cp", "sp", "z", "mb", "recompute",
+      "ovl", "m", "iter ms", "tokens/s", "MFU", "bubble", "peak GiB (rank)", "comm ms");
   out += buf;
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const PlanRow& x = r.top[i].row;
@@ -714,7 +728,8 @@ std::string PlanToJson(const PlanResult& r) {
 
 std::string PlanCsv(const PlanResult& r) {
   std::string out =
-      "index,schedule,tp,pp,vpp,dp,cp,sp,zero,micro_batch,recompute,microbatches,status,reason,"
+      "index,schedule,tp,pp,vpp,dp,cp,sp,zero,micro_batch,recompute,overlap,microbatches,status,"
+      "reason,"
       "fits,peak_memory_bytes,fullest_rank,tokens_per_s_bound,iteration_time_ms,tokens_per_s,mfu,"
       "bubble_fraction,exposed_comm_ms\n";
   char buf[512];
@@ -723,12 +738,12 @@ std::string PlanCsv(const PlanResult& r) {
     const ParallelConfig& p = x.parallel;
     std::snprintf(
         buf, sizeof buf,
-        "%zu,%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%s,%d,%lld,%d,%.6g,%.9g,%.9g,%.6g,%.6g,%.6g\n", i,
-        x.schedule.c_str(), p.tp, p.pp, p.vpp, p.dp, p.cp, p.sp ? 1 : 0, p.zero, x.micro_batch,
-        std::string(models::ToString(x.recompute)).c_str(), x.microbatches, StatusName(x.status),
-        x.invalid_reason.c_str(), x.fits ? 1 : 0, static_cast<long long>(x.peak_memory_bytes),
-        x.fullest_rank, x.tokens_per_s_bound, x.iteration_time_ms, x.tokens_per_s, x.mfu,
-        x.bubble_fraction, x.exposed_comm_ms);
+        "%zu,%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d,%s,%s,%d,%lld,%d,%.6g,%.9g,%.9g,%.6g,%.6g,%.6g\n",
+        i, x.schedule.c_str(), p.tp, p.pp, p.vpp, p.dp, p.cp, p.sp ? 1 : 0, p.zero, x.micro_batch,
+        std::string(models::ToString(x.recompute)).c_str(), OverlapFlags(x.overlap).c_str(),
+        x.microbatches, StatusName(x.status), x.invalid_reason.c_str(), x.fits ? 1 : 0,
+        static_cast<long long>(x.peak_memory_bytes), x.fullest_rank, x.tokens_per_s_bound,
+        x.iteration_time_ms, x.tokens_per_s, x.mfu, x.bubble_fraction, x.exposed_comm_ms);
     out += buf;
   }
   return out;

@@ -38,6 +38,7 @@ struct PlanRow {
   ParallelConfig parallel;
   int micro_batch = 1;
   models::Recompute recompute = models::Recompute::kNone;
+  models::Overlap overlap;
   PlanStatus status = PlanStatus::kInvalid;
   std::string invalid_reason;  // kInvalid: gpus, sp, heads, layers, batch, schedule, model
   int microbatches = 0;

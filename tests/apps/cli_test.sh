@@ -154,7 +154,7 @@ expect 2 "--threads: must be an integer" -- plan "$src/examples/plan/gpt3-175b.y
 expect 2 "search.tp: must be a non-empty list" -- plan "$(job p1.yaml "${plan_head}search: {tp: []}\n")"
 expect 2 "search.pp: must be an integer" -- plan "$(job p2.yaml "${plan_head}search: {pp: [0]}\n")"
 expect 2 "unknown key 'frob'" -- plan "$(job p3.yaml "${plan_head}search: {frob: [1]}\n")"
-expect 2 "search.overlap: not yet supported" -- plan "$(job p4.yaml "${plan_head}search: {overlap: [true]}\n")"
+expect 2 "search.overlap: each candidate must be" -- plan "$(job p4.yaml "${plan_head}search: {overlap: [often]}\n")"
 expect 2 "unknown key 'search'" -- simulate "$(job p5.yaml "${plan_head}search: {tp: [1]}\n")"
 expect 0 "layouts evaluated" -- plan "$(job p6.yaml "${plan_head}search: {tp: [1, 2], pp: [1, 2, 4]}\n")" \
   --top 2 --report "$dir/plan.json" --csv "$dir/plan.csv" --emit-jobs "$dir/jobs" --threads 2

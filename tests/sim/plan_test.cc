@@ -117,6 +117,41 @@ TEST(PlanTest, EmittedJobReproducesUnderSimulate) {
   }
 }
 
+// search.overlap: each layout with and without the overlap flags. Overlap only hides
+// communication (exposed = max(0, comm - compute) <= comm), so no layout gets slower with it,
+// and the layouts with it carry the flags into their job.
+TEST(PlanTest, OverlapIsSearchedAndNeverSlower) {
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: gpt3-175b}
+training: {global_batch: 1536, micro_batch: 1, recompute: selective}
+cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 128}
+search:
+  tp: [4, 8]
+  pp: [8, 16]
+  sp: [true]
+  zero: [0, 1]
+  overlap: [false, true]
+)");
+  ASSERT_EQ(plan.search.overlap.size(), 2u);
+  auto all = RunPlan(plan, {.top = 4, .threads = 1, .prune = false});
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(all->evaluated, 16);
+  int compared = 0;
+  for (std::size_t i = 0; i + 1 < all->rows.size(); i += 2) {  // overlap is the inner loop
+    const PlanRow& off = all->rows[i];
+    const PlanRow& on = all->rows[i + 1];
+    ASSERT_FALSE(off.overlap.grad_reduce);
+    ASSERT_TRUE(on.overlap.tp_comm && on.overlap.grad_reduce && on.overlap.param_gather);
+    if (off.status != PlanStatus::kSimulated || on.status != PlanStatus::kSimulated) continue;
+    EXPECT_LE(on.iteration_time_ms, off.iteration_time_ms) << i;
+    EXPECT_LT(on.iteration_time_ms, off.iteration_time_ms) << i;  // TP comm is hidden
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  ASSERT_FALSE(all->top.empty());
+  EXPECT_TRUE(all->top.front().job.training.overlap.tp_comm);
+}
+
 TEST(PlanTest, BadSearchValuesNameTheKey) {
   const std::string head = R"(schedule: 1f1b
 model: {preset: tiny}
@@ -133,7 +168,9 @@ cluster: {nodes: 1}
       {"search: {schedule: [csv:x.csv]}", "search.schedule"},
       {"search: {dp: [auto2]}", "search.dp: must be `auto` or a list"},
       {"search: {zero: [4]}", "search.zero"},
-      {"search: {overlap: [true]}", "search.overlap: not yet supported"},
+      {"search: {overlap: [maybe]}", "search.overlap: each candidate must be"},
+      {"search: {overlap: [{tp: true}]}", "unknown key 'tp'"},
+      {"search: {overlap: [{grad_reduce: 2}]}", "search.overlap.grad_reduce"},
       {"search: {micro_batch: {a: 1}}", "search.micro_batch: must be a non-empty list"},
       {"", "search: missing"},
   };

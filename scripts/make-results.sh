@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates results/schedules/, results/models/ and results/plan/ from the example jobs (predictions only;
+# Regenerates results/schedules/, results/models/, results/plan/ and results/published.md from the example jobs (predictions only;
 # results/validation/ comes from the validation loop). Run after scripts/demo.sh has built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,7 @@ for j in gpt3-175b llama3-70b llama3-405b megatron-1t; do
     > "results/models/$j.txt"
 done
 python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.md
+python3 scripts/published.py "$bin" > results/published.md
 # The layout searches: the top 10, every layout (CSV) and the plot.
 for p in gpt3-175b llama3-70b; do
   mkdir -p "results/plan/$p"

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Kernel microbenchmarks for a GPU's cost-model constants (models/cluster.cc).
+
+Measures, with PyTorch on one GPU, what the cost model's per-device constants stand for:
+
+  * bf16 GEMM throughput over the shapes of transformer layers (tokens x hidden x hidden..4h),
+    fitted to the model's form  achieved = e_gemm * mnk / (mnk + mnk_half);
+  * causal flash attention (scaled_dot_product_attention, causal) forward and backward,
+    as a fraction of peak counting the FLOPs a causal kernel executes ((n+1)/2n of 4bs^2h
+    forward, twice that backward, n = s/128 blocks), as models/costs.cc charges them;
+  * memory-bound kernels (a copy, an add, LayerNorm) in bytes moved per second, as a fraction
+    of the HBM bandwidth.
+
+Prints JSON. Usage (on a machine with a GPU and PyTorch):
+
+  python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 > h100.json
+
+It needs no build of pipetwin; the numbers it printed on an H100 are in
+results/models/h100-kernels.json and models/README.md says which constants they set.
+"""
+import argparse
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def timed(fn, warmup=5, iters=20):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    times.sort()
+    return times[len(times) // 2]  # median seconds
+
+
+def gemms(peak):
+    rows = []
+    for tokens in (2048, 4096, 8192, 16384):
+        for (n, k) in ((4096, 4096), (12288, 4096), (4096, 14336), (14336, 4096),
+                       (8192, 8192), (28672, 8192), (8192, 28672), (16384, 16384),
+                       (1024, 4096), (4096, 1024), (512, 8192)):
+            a = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            s = timed(lambda: a @ b)
+            flops = 2.0 * tokens * n * k
+            rows.append({"m": tokens, "n": n, "k": k, "seconds": s,
+                         "tflops": flops / s / 1e12, "fraction": flops / s / 1e12 / peak})
+            del a, b
+    # Fit e and mnk_half of  t = 2mnk / (peak e) + 2 mnk_half / (peak e)  (the model's form,
+    # which is linear in mnk: t = alpha * mnk + beta) by least squares on the times.
+    xs = [r["m"] * r["n"] * r["k"] for r in rows]
+    ts = [r["seconds"] for r in rows]
+    n = len(xs)
+    mx, mt = sum(xs) / n, sum(ts) / n
+    alpha = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sum((x - mx) ** 2 for x in xs)
+    beta = mt - alpha * mx
+    e = 2.0 / (alpha * peak * 1e12)
+    fit = {"gemm_efficiency": e, "per_gemm_overhead_us": beta * 1e6,
+           "mnk_half": beta / alpha}
+    return rows, fit
+
+
+def attention(peak):
+    rows = []
+    heads, d = 32, 128
+    for s in (2048, 4096, 8192):
+        b = max(1, 16384 // s)
+        q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        blocks = math.ceil(s / 128)
+        causal_share = (blocks + 1) / (2 * blocks)
+        fwd_flops = 4.0 * b * s * s * heads * d * causal_share
+        tf = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        grad = torch.randn_like(out)
+
+        def fb():
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o.backward(grad)
+        tfb = timed(fb)
+        tb = max(tfb - tf, 1e-9)
+        rows.append({"seq": s, "batch": b, "heads": heads, "head_dim": d,
+                     "forward_s": tf, "backward_s": tb,
+                     "forward_fraction": fwd_flops / tf / 1e12 / peak,
+                     "backward_fraction": 2 * fwd_flops / tb / 1e12 / peak})
+        del q, k, v, out, grad
+    return rows
+
+
+def memory(hbm):
+    rows = []
+    n = 256 * 1024 * 1024  # 512 MB of bf16
+    x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    cases = {
+        "copy": (lambda: x.clone(), 2 * 2 * n),
+        "add": (lambda: x + y, 3 * 2 * n),
+        "gelu": (lambda: F.gelu(x, approximate="tanh"), 2 * 2 * n),
+    }
+    h = 8192
+    xr = x.view(-1, h)
+    ln = torch.nn.LayerNorm(h, device="cuda", dtype=torch.bfloat16)
+    cases["layernorm"] = (lambda: ln(xr), 2 * 2 * n)
+    for name, (fn, nbytes) in cases.items():
+        s = timed(fn)
+        rows.append({"kernel": name, "bytes": nbytes, "seconds": s,
+                     "gb_per_s": nbytes / s / 1e9, "fraction": nbytes / s / 1e9 / hbm})
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--peak-tflops", type=float, required=True)
+    p.add_argument("--hbm-gbs", type=float, required=True)
+    a = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g, fit = gemms(a.peak_tflops)
+    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "peak_tflops": a.peak_tflops, "hbm_gbs": a.hbm_gbs,
+           "gemm_fit": fit, "gemm": g, "attention": attention(a.peak_tflops),
+           "memory": memory(a.hbm_gbs)}
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -92,8 +92,8 @@ struct ResolvedJob {
   JobConfig config;
   int microbatches = 0;
   Schedule schedule;  // lowered and validated
-  // The cost model's per-stage costs: jobs with `model:` and no `costs:` (abstract costs,
-  // when given, price the actions instead).
+  // The cost model's per-stage costs: jobs with `model:` (abstract costs, when also given,
+  // price the actions instead; the model still gives memory and bytes sent).
   std::optional<models::JobCosts> model_costs;
 
   const std::string& path() const { return config.path(); }

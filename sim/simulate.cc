@@ -5,10 +5,17 @@
 namespace pipetwin {
 
 CostTable JobCostTable(const ResolvedJob& job) {
-  if (job.config.costs || !job.model_costs) {
-    return UniformCosts(job.config.costs.value_or(AbstractCosts{}), job.schedule.num_stages);
+  const int n = job.schedule.num_stages;
+  if (!job.model_costs) return UniformCosts(job.config.costs.value_or(AbstractCosts{}), n);
+  CostTable model = CostTableFromModel(*job.model_costs);
+  if (!job.config.costs) return model;
+  // `costs:` and `model:`: the times are the costs', the sizes (bytes sent) the model's.
+  CostTable t = UniformCosts(*job.config.costs, n);
+  for (std::size_t k = 0; k < t.stages.size(); ++k) {
+    t.stages[k].send_bytes = model.stages[k].send_bytes;
+    t.stages[k].dp_reduce_bytes = model.stages[k].dp_reduce_bytes;
   }
-  return CostTableFromModel(*job.model_costs);
+  return t;
 }
 
 StepRecord StepRecordOf(const SimStats& stats) {

@@ -29,7 +29,8 @@ struct SimulateOptions {
   bool per_world_rank = true;   // model-based jobs: a report row per GPU, or per pipeline rank
 };
 
-// The job's cost table: its abstract `costs:` or the cost model's per-stage costs.
+// The job's cost table: its abstract `costs:` or the cost model's per-stage costs (with both,
+// the costs' times and the model's bytes).
 CostTable JobCostTable(const ResolvedJob& job);
 
 // Plays the job's schedule against its costs and reports.

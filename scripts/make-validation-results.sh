@@ -2,16 +2,19 @@
 # Regenerates results/validation/ (scripts/make-results.sh makes the rest of results/): the
 # validation loop (run --calibrate, simulate --profile, compare) on the CPU backend with 2
 # ranks, for every schedule on pp 2 and on dp 2 and tp 2, and the classic tutorial
-# experiment. Takes about 6 minutes on 2 cores; run it on an otherwise idle machine (other
-# work slows the measured steps; summary.md records the load average).
+# experiment; and the sleep backend's row set (`sleep`: run --backend sleep against simulate
+# on the same costs, every schedule at pp 4 and pp 8 and pp 2 x dp 4, up to 8 ranks on the
+# machine's cores). Takes about 6 minutes on 2 cores (sleep: about 5 more); run it on an
+# otherwise idle machine (other work slows the measured steps; summary.md records the load
+# average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
-# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial (the others are
+# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial sleep (the others are
 # kept as they are; README.md is made from all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 dp2 tp2 tutorial}
+sets=${*:-pp2 dp2 tp2 tutorial sleep}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -22,6 +25,10 @@ for set in $sets; do
   rm -rf "${out:?}/$set"
   if [ "$set" = tutorial ]; then
     "$pipetwin" validate examples/validate/tutorial/*.yaml --tutorial --out "$out/tutorial" || true
+  elif [ "$set" = sleep ]; then
+    "$pipetwin" validate --backend sleep examples/validate/sleep-pp4.yaml \
+      examples/validate/sleep-pp8.yaml examples/validate/sleep-pp2-dp4.yaml --schedules all \
+      --out "$out/sleep" || true
   else
     "$pipetwin" validate "examples/validate/$set.yaml" --schedules all --out "$out/$set" || true
   fi
@@ -33,7 +40,7 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 dp2 tp2 tutorial; do
+  for d in pp2 dp2 tp2 tutorial sleep; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"
     echo

@@ -343,6 +343,12 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   auto made = MakeBackend(opts.backend, *bc);
   if (!made) return made.error();
   const std::unique_ptr<Backend> backend = std::move(*made);
+  if (job.config.stragglers.any() && backend->Computes()) {
+    return job.config.source.At("execution.stragglers",
+                                "only the sleep backend applies stragglers (--backend sleep); "
+                                "--backend " +
+                                    opts.backend + " runs at the machine's speed");
+  }
   if (opts.check_reference && !backend->Computes()) {
     return Error::BadInput("--check-reference: --backend " + opts.backend +
                            " computes no gradients to check (use --backend cpu)");

@@ -24,6 +24,7 @@
 #include "models/cluster.h"
 #include "models/costs.h"
 #include "models/model.h"
+#include "models/stragglers.h"
 #include "models/training.h"
 #include "schedule/config.h"
 #include "schedule/expected.h"
@@ -63,6 +64,9 @@ struct JobConfig {
   models::TrainingConfig training;
   models::ClusterConfig cluster;
   ExecutionConfig execution;
+  // `execution.stragglers` (models/stragglers.h): slow ranks, played by the simulator and
+  // applied by the sleep backend.
+  models::Stragglers stragglers;
   SourceMap source;  // the file and its keys' positions, for messages
 
   const std::string& path() const { return source.path(); }

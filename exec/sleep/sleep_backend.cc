@@ -12,6 +12,7 @@
 #include <string>
 
 #include "exec/mpi_util.h"
+#include "models/stragglers.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -120,10 +121,13 @@ void SleepBackend::Release(Key k) {
   }
 }
 
-void SleepBackend::BeginStep(std::int64_t step) { step_ = step; }
+void SleepBackend::BeginStep(std::int64_t step) {
+  step_ = step;
+  slowdown_ = models::StragglerFactor(cfg_.job->config.stragglers, WorldRank(), step);
+}
 
 std::int64_t SleepBackend::SleepNs(const Action& a) const {
-  return std::llround(ms_.at({a.stage, a.kind}) * 1e6);
+  return std::llround(ms_.at({a.stage, a.kind}) * slowdown_ * 1e6);
 }
 
 void SleepBackend::Compute(const Action& a) {

@@ -10,6 +10,9 @@
 // memory accounting (the report takes the model's memory, exec/run.cc), no tensor
 // parallelism (its collectives are inside the compute it would sleep).
 //
+// execution.stragglers (models/stragglers.h) scale every sleep of a rank in a step by its
+// factor, the same factors the simulator plays.
+//
 // The sleep is absolute: each compute action sleeps until start + its time on
 // CLOCK_MONOTONIC (clock_nanosleep, TIMER_ABSTIME), with the thread's timer slack set to
 // 1 ns, so that an early wake-up does not shorten it and lateness does not accumulate.
@@ -52,7 +55,7 @@ class SleepBackend final : public Backend {
   std::vector<float> StageGrads(int stage) const override;
   bool Computes() const override { return false; }
 
-  // The time one compute action sleeps this step in nanoseconds.
+  // The time one compute action sleeps this step (its straggler factor applied), in ns.
   std::int64_t SleepNs(const Action& a) const;
 
  private:
@@ -72,6 +75,7 @@ class SleepBackend final : public Backend {
   HostTransfers p2p_;  // after buffers_: destroyed first (it cancels receives into them)
   HostGradReduce dp_reduce_;
   std::int64_t step_ = 0;
+  double slowdown_ = 1.0;  // execution.stragglers: this rank's factor in this step
 };
 
 }  // namespace pipetwin::exec

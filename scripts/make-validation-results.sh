@@ -8,13 +8,15 @@
 # otherwise idle machine (other work slows the measured steps; summary.md records the load
 # average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
-# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial sleep (the others are
-# kept as they are; README.md is made from all of them).
+# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial sleep sleep-stragglers
+# (sleep-stragglers: the sleep backend with execution.stragglers, a fixed 1.5x rank and a
+# seeded lognormal draw per rank and step). Sets not named are kept as they are; README.md is
+# made from all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 dp2 tp2 tutorial sleep}
+sets=${*:-pp2 dp2 tp2 tutorial sleep sleep-stragglers}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -29,6 +31,10 @@ for set in $sets; do
     "$pipetwin" validate --backend sleep examples/validate/sleep-pp4.yaml \
       examples/validate/sleep-pp8.yaml examples/validate/sleep-pp2-dp4.yaml --schedules all \
       --out "$out/sleep" || true
+  elif [ "$set" = sleep-stragglers ]; then
+    "$pipetwin" validate --backend sleep examples/validate/sleep-stragglers-pp4.yaml \
+      examples/validate/sleep-stragglers-pp2-dp4.yaml --schedules gpipe,1f1b,zb-h1 --no-plots \
+      --out "$out/sleep-stragglers" || true
   else
     "$pipetwin" validate "examples/validate/$set.yaml" --schedules all --out "$out/$set" || true
   fi
@@ -40,13 +46,14 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 dp2 tp2 tutorial sleep; do
+  for d in pp2 dp2 tp2 tutorial sleep sleep-stragglers; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"
     echo
     sed -n '3,$p' "$out/$d/summary.md"
     echo
-    echo "Plots: $(cd "$out/$d" && ls ./*.png | sed 's|^\./||' | tr '\n' ' ')"
+    ls "$out/$d"/*.png >/dev/null 2>&1 &&
+      echo "Plots: $(cd "$out/$d" && ls ./*.png | sed 's|^\./||' | tr '\n' ' ')"
     echo
   done
 } > "$out/README.md"

@@ -14,6 +14,7 @@
 #include "schedule/csv.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "sim/profile.h"
 
 namespace pipetwin {
 namespace {
@@ -47,26 +48,31 @@ Expected<exec::TestFault> ParseTestFault(const std::string& text) {
 // The options of `run`, checked before MPI starts (the same on every rank).
 struct RunArgs {
   std::string job, report, trace, profile_out;
+  std::string profile_in;  // --profile: the sleep backend's times
   exec::RunOptions opts;
 };
 
 Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
   po::options_description o("options");
-  o.add_options()("backend", Text(), "cpu | cuda (required)")(
+  o.add_options()("backend", Text(), "cpu | cuda | sleep (required)")(
       "report", Text(), "write the measured report (JSON) to this file")(
       "trace", Text(), "write the median step's Chrome trace (.gz: compressed)")(
       "check-reference", po::bool_switch(),
       "compare the loss and every gradient with a single-process run")(
       "calibrate", Text(),
       "alternate measured and calibration steps; write the profile to this file")(
+      "profile", Text(),
+      "--backend sleep: sleep each compute action for this calibration profile's median "
+      "(default: the job's costs:)")(
       "test-fault", Text(),
       "for tests only: hang|kill|perturb:RANK makes that world rank stall or die at the first "
       "measured step, or perturbs its gradients (with --check-reference)");
-  auto a = ParseArgs(argc, argv,
-                     {"run", "mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda [options]",
-                      "Execute one job's schedule for real, N = pp × dp × tp × cp ranks.",
-                      "exactly one job file", 1, 1},
-                     o);
+  auto a =
+      ParseArgs(argc, argv,
+                {"run", "mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda|sleep [options]",
+                 "Execute one job's schedule for real, N = pp × dp × tp × cp ranks.",
+                 "exactly one job file", 1, 1},
+                o);
   if (!a) return a.error();
   *help = a->help;
   RunArgs r;
@@ -75,9 +81,13 @@ Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
   r.report = a->Get("report");
   r.trace = a->Get("trace");
   r.profile_out = a->Get("calibrate");
-  if (!a->Has("backend")) return Error::BadInput("run: --backend cpu|cuda is required");
+  if (!a->Has("backend")) return Error::BadInput("run: --backend cpu|cuda|sleep is required");
   r.opts.backend = a->Get("backend");
   r.opts.check_reference = a->Has("check-reference");
+  r.profile_in = a->Get("profile");
+  if (!r.profile_in.empty() && r.opts.backend != "sleep") {
+    return Error::BadInput("run: --profile: only with --backend sleep (the times it sleeps)");
+  }
   if (!r.profile_out.empty() && r.opts.check_reference) {
     return Error::BadInput("run: --calibrate and --check-reference cannot be combined");
   }
@@ -88,7 +98,8 @@ Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
     r.opts.fault = *f;
   }
   if (Status s = CheckOutputs(
-          {{"--calibrate", r.profile_out}, {"--report", r.report}, {"--trace", r.trace}}, {r.job});
+          {{"--calibrate", r.profile_out}, {"--report", r.report}, {"--trace", r.trace}},
+          {r.job, r.profile_in});
       !s) {
     return s.error();
   }
@@ -134,6 +145,11 @@ int CmdRun(int argc, char** argv) {
   if (!args) return mpi.Abort(args.error(), rank == 0);
   auto job = LoadJob(args->job);
   if (!job) return mpi.Abort(job.error(), rank == 0);
+  if (!args->profile_in.empty()) {
+    auto profile = LoadProfile(args->profile_in, job->schedule);
+    if (!profile) return mpi.Abort(profile.error(), rank == 0);
+    args->opts.compute_ms = std::move(profile->medians);
+  }
   Expected<exec::RunResult> res = Error::Failure("not run");
   std::string profile_yaml;
   try {
@@ -141,7 +157,9 @@ int CmdRun(int argc, char** argv) {
       res = exec::RunJob(*job, args->opts);
     } else {
       // Calibration steps alternate with the measured ones (exec/calibrate.h).
-      auto cal = exec::Calibrate(*job, {.backend = args->opts.backend, .interleaved = true});
+      auto cal = exec::Calibrate(*job, {.backend = args->opts.backend,
+                                        .interleaved = true,
+                                        .compute_ms = args->opts.compute_ms});
       if (cal) {
         profile_yaml = std::move(cal->profile_yaml);
         res = std::move(*cal->run);

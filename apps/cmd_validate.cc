@@ -22,7 +22,10 @@ int CmdValidate(int argc, char** argv) {
       "separate-calibration", po::bool_switch(), "calibrate, then run (default: one run)")(
       "calibrate-steps", Text(), "calibrate --steps (separate calibration)")(
       "no-plots", po::bool_switch(), "write the tables only")(
-      "tutorial", po::bool_switch(), "the tutorial's plots (plot.py --tutorial)");
+      "tutorial", po::bool_switch(), "the tutorial's plots (plot.py --tutorial)")(
+      "backend", Text(),
+      "cpu (default: calibrated, simulate --profile) | sleep (run --backend sleep against "
+      "simulate from the job's costs:)");
   auto a = ParseArgs(argc, argv,
                      {"validate", "pipetwin validate JOB.yaml [JOB2.yaml ...] [options]",
                       "For each job and schedule: run --calibrate under mpirun, simulate "
@@ -40,6 +43,7 @@ int CmdValidate(int argc, char** argv) {
   v.calibrate_steps = a->Get("calibrate-steps");
   v.plots = !a->Has("no-plots");
   v.tutorial = a->Has("tutorial");
+  v.backend = a->Get("backend", "cpu");
   if (a->Has("tolerance")) {
     auto tol = workflow::ParseTolerance(a->Get("tolerance"));
     if (!tol) return Fail(tol.error());

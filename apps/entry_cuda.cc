@@ -4,9 +4,11 @@
 #include "apps/commands.h"
 #include "exec/cpu/register.h"
 #include "exec/cuda/factory.h"
+#include "exec/sleep/register.h"
 
 int main(int argc, char** argv) {
   pipetwin::cpu::RegisterCpuBackend();
   pipetwin::exec::RegisterCudaBackend();
+  pipetwin::exec::RegisterSleepBackend();
   return pipetwin::RunMain(argc, argv);
 }

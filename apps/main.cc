@@ -22,9 +22,12 @@ usage:
       pipeline rank, for very large jobs).
   pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
       Write the per-rank programs (PyTorch action syntax, one row per rank).
-  mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda [--report R.json] [--trace T.json]
+  mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda|sleep [--report R.json] [--trace T.json]
                                  [--check-reference] [--calibrate PROFILE.yaml]
-      Execute the same step for real, N = pp × dp × tp × cp ranks; --check-reference compares
+                                 [--profile PROFILE.yaml]
+      Execute the same step for real, N = pp × dp × tp × cp ranks (--backend sleep: every
+      compute action sleeps its time from --profile or the job's costs:, communication is
+      real, so many ranks share few cores); --check-reference compares
       the loss and every gradient with a single-process run of the same model and data;
       --calibrate alternates each measured step with a calibration step and writes the
       profile (as calibrate does), so that profile and measurement see the same machine.

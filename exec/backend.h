@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ struct BackendConfig {
   const Schedule* schedule = nullptr;  // every rank's program (e.g. the NCCL channel plan)
   // The resolved job, for a backend's own checks of what it supports (messages name the field).
   const ResolvedJob* job = nullptr;
+  // Milliseconds of each compute action by (stage, kind), for the backends that sleep instead
+  // of computing (exec/sleep/): a calibration profile's medians (`run --profile`); empty: the
+  // job's `costs:`.
+  std::map<std::pair<int, ActionKind>, double> compute_ms;
 };
 
 // What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the
@@ -107,6 +112,9 @@ class Backend {
   // the same layout) and its gradients as float32 in that layout (reference checks).
   virtual const gpt::ParamLayout& StageLayout(int stage) const = 0;
   virtual std::vector<float> StageGrads(int stage) const = 0;
+  // False for a backend that only sleeps for its actions' times (exec/sleep/): it has no
+  // loss, gradients or memory of its own to report or check.
+  virtual bool Computes() const { return true; }
   // After the engine's RunStep: waits for work the backend still has in flight and may
   // replace the engine's host times of compute events by device times (CUDA).
   virtual void FinishStep(std::vector<TimelineEvent>& events) { (void)events; }

@@ -407,6 +407,7 @@ Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOp
   RunOptions ro;
   ro.backend = opts.backend;
   ro.interleave_calibration = opts.interleaved;
+  ro.compute_ms = opts.compute_ms;
   ro.after_steps = [&](const RunHookContext& ctx) -> Status {
     const int pp_rank = ctx.groups.coord.pp;
     // Every rank runs the same backend, so every rank returns here alike (no collective yet).

@@ -21,8 +21,10 @@
 //   if (r && r->root) WriteFileAtomic("profile.yaml", r->profile_yaml);
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "exec/run.h"
 
@@ -42,6 +44,8 @@ struct CalibrateOptions {
   // what `pipetwin run --calibrate` and `pipetwin validate` use: the profile and the
   // measurement see the same machine.
   bool interleaved = false;
+  // The sleep backend's times (RunOptions::compute_ms); empty: the job's costs.
+  std::map<std::pair<int, ActionKind>, double> compute_ms;
 };
 
 struct CalibrateResult {

@@ -318,7 +318,10 @@ std::optional<StepRecord> GatherStepRecord(const std::vector<TimelineEvent>& min
     k.step.busy_ns = x[0];
     k.step.first_start_ns = x[1];
     k.step.last_end_ns = x[2];
-    k.memory = models::RankMemory{MemoryBytes{x[4], x[5], x[6], x[7], x[8]}, x[3]};
+    // A backend that computes nothing (sleep) measures no memory: the report takes the model's.
+    if (backend.Computes()) {
+      k.memory = models::RankMemory{MemoryBytes{x[4], x[5], x[6], x[7], x[8]}, x[3]};
+    }
     k.bytes = CommBytes{x[9], x[10], x[11], x[12]};
     rec.makespan_ns = std::max(rec.makespan_ns, k.step.last_end_ns);
     rec.rows.push_back(k);
@@ -336,13 +339,25 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   auto groups = Groups::Split(models::RankLayout(job.parallel(), job.config.cluster.rank_order));
   auto bc = ConfigureBackend(job, *groups);
   if (!bc) return bc.error();
+  bc->compute_ms = opts.compute_ms;
   auto made = MakeBackend(opts.backend, *bc);
   if (!made) return made.error();
   const std::unique_ptr<Backend> backend = std::move(*made);
+  if (job.config.stragglers.any() && backend->Computes()) {
+    return job.config.source.At("execution.stragglers",
+                                "only the sleep backend applies stragglers (--backend sleep); "
+                                "--backend " +
+                                    opts.backend + " runs at the machine's speed");
+  }
+  if (opts.check_reference && !backend->Computes()) {
+    return Error::BadInput("--check-reference: --backend " + opts.backend +
+                           " computes no gradients to check (use --backend cpu)");
+  }
   Engine engine(job.schedule, bc->pp_rank, WorldRank(), *backend,
                 EngineOptionsFor(job.config, *backend));
   // One rank per core: spin a while in waits (exec/mpi_util.h); oversubscribed: back off.
-  SetWaitSpin(world <= static_cast<int>(std::thread::hardware_concurrency())
+  // A backend that only sleeps (real-time priority, exec/sleep/) never spins.
+  SetWaitSpin(world <= static_cast<int>(std::thread::hardware_concurrency()) && backend->Computes()
                   ? std::chrono::milliseconds(2)
                   : std::chrono::milliseconds(0));
 

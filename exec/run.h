@@ -14,7 +14,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "job/job.h"
@@ -59,6 +61,9 @@ struct RunOptions {
   // trace and step_ms describe. Calibration then sees the same machine as the measurement
   // (a shared machine's speed drifts between two processes started minutes apart).
   bool interleave_calibration = false;
+  // The sleep backend's time of each compute action, by (stage, kind): a calibration
+  // profile's medians (`run --profile`); empty: the job's `costs:` (BackendConfig::compute_ms).
+  std::map<std::pair<int, ActionKind>, double> compute_ms;
 };
 
 struct RunResult {

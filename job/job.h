@@ -24,6 +24,7 @@
 #include "models/cluster.h"
 #include "models/costs.h"
 #include "models/model.h"
+#include "models/stragglers.h"
 #include "models/training.h"
 #include "schedule/config.h"
 #include "schedule/expected.h"
@@ -63,6 +64,9 @@ struct JobConfig {
   models::TrainingConfig training;
   models::ClusterConfig cluster;
   ExecutionConfig execution;
+  // `execution.stragglers` (models/stragglers.h): slow ranks, played by the simulator and
+  // applied by the sleep backend.
+  models::Stragglers stragglers;
   SourceMap source;  // the file and its keys' positions, for messages
 
   const std::string& path() const { return source.path(); }
@@ -92,8 +96,8 @@ struct ResolvedJob {
   JobConfig config;
   int microbatches = 0;
   Schedule schedule;  // lowered and validated
-  // The cost model's per-stage costs: jobs with `model:` and no `costs:` (abstract costs,
-  // when given, price the actions instead).
+  // The cost model's per-stage costs: jobs with `model:` (abstract costs, when also given,
+  // price the actions instead; the model still gives memory and bytes sent).
   std::optional<models::JobCosts> model_costs;
 
   const std::string& path() const { return config.path(); }

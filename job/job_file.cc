@@ -89,7 +89,8 @@ Status ParseCosts(const YamlFields& f, const YAML::Node& n, AbstractCosts* c) {
 
 Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig* c) {
   if (Status s = f.CheckKeys(
-          n, "execution", {"steps", "warmup", "timeout_s", "seed", "learning_rate", "recv_window"});
+          n, "execution",
+          {"steps", "warmup", "timeout_s", "seed", "learning_rate", "recv_window", "stragglers"});
       !s) {
     return s;
   }
@@ -268,6 +269,11 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   }
   if (root["execution"]) {
     if (auto s = ParseExecution(f, root["execution"], &job.execution); !s) return s.error();
+    if (Status s = models::ParseStragglers(root["execution"]["stragglers"], f,
+                                           job.parallel.WorldSize(), &job.stragglers);
+        !s) {
+      return s.error();
+    }
   }
   if (!job.costs && !root["model"]) {
     return f.At(root, "costs",

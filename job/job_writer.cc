@@ -190,6 +190,28 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   Key(e, "seed", static_cast<long long>(x.seed));
   KeyNum(e, "learning_rate", x.learning_rate);
   Key(e, "recv_window", x.recv_window);
+  const models::Stragglers& st = c.stragglers;
+  if (st.any()) {
+    e << YAML::Key << "stragglers" << YAML::Value << YAML::BeginMap;
+    if (!st.fixed.empty()) {
+      e << YAML::Key << "fixed" << YAML::Value << YAML::BeginSeq;
+      for (const models::Stragglers::Fixed& fx : st.fixed) {
+        e << YAML::Flow << YAML::BeginMap;
+        Key(e, "rank", fx.rank);
+        KeyNum(e, "slowdown", fx.slowdown);
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
+    if (st.random()) {
+      e << YAML::Key << "variability" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      Key(e, "distribution", std::string(models::ToString(st.variability.distribution)));
+      KeyNum(e, "cv", st.variability.cv);
+      e << YAML::EndMap;
+    }
+    Key(e, "seed", static_cast<long long>(st.seed));
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -197,7 +197,9 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
     job.schedule = std::move(*sched);
   }
 
-  if (config.has_model && !config.costs) {
+  // With `model:` the cost model sizes the job (memory, bytes sent) even where `costs:` gives
+  // the times (a job for the sleep backend: its real buffers, the costs' times).
+  if (config.has_model) {
     auto jc =
         models::BuildJobCosts(CostInputsOf(config, job.microbatches), job.schedule.num_stages);
     if (!jc) {

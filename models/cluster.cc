@@ -173,28 +173,6 @@ Status ParseCompute(const YAML::Node& node, const YamlFields& f, DeviceSpec* d) 
   return OkStatus();
 }
 
-Status ParseVariability(const YAML::Node& node, const YamlFields& f, Variability* out) {
-  if (!node) return OkStatus();
-  if (!node.IsMap()) {
-    return f.At(node, "cluster.variability", "must be a map {distribution: normal|lognormal, cv}");
-  }
-  if (Status s = f.CheckKeys(node, "cluster.variability", {"distribution", "cv"}); !s) return s;
-  const YAML::Node dist = node["distribution"];
-  if (!dist) return f.At(node, "cluster.variability", "needs distribution: normal | lognormal");
-  Expected<std::string> d =
-      f.Choice(dist, "cluster.variability.distribution", {"none", "normal", "lognormal"});
-  if (!d) return d.error();
-  using D = Variability::Distribution;
-  out->distribution = *d == "none" ? D::kNone : *d == "normal" ? D::kNormal : D::kLognormal;
-  if (const YAML::Node v = node["cv"]) {
-    Expected<double> x =
-        f.Number(v, "cluster.variability.cv", 0, out->distribution == D::kNormal ? 0.25 : 1.0);
-    if (!x) return x.error();
-    out->cv = *x;
-  }
-  return OkStatus();
-}
-
 // log Phi(z), accurate in both tails.
 double LogNormalCdf(double z) {
   return z > 0 ? std::log1p(-0.5 * std::erfc(z / std::sqrt(2.0)))
@@ -202,6 +180,27 @@ double LogNormalCdf(double z) {
 }
 
 }  // namespace
+
+Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::string& key,
+                        Variability* out) {
+  if (!node) return OkStatus();
+  if (!node.IsMap()) {
+    return f.At(node, key, "must be a map {distribution: normal|lognormal, cv}");
+  }
+  if (Status s = f.CheckKeys(node, key, {"distribution", "cv"}); !s) return s;
+  const YAML::Node dist = node["distribution"];
+  if (!dist) return f.At(node, key, "needs distribution: normal | lognormal");
+  Expected<std::string> d = f.Choice(dist, key + ".distribution", {"none", "normal", "lognormal"});
+  if (!d) return d.error();
+  using D = Variability::Distribution;
+  out->distribution = *d == "none" ? D::kNone : *d == "normal" ? D::kNormal : D::kLognormal;
+  if (const YAML::Node v = node["cv"]) {
+    Expected<double> x = f.Number(v, key + ".cv", 0, out->distribution == D::kNormal ? 0.25 : 1.0);
+    if (!x) return x.error();
+    out->cv = *x;
+  }
+  return OkStatus();
+}
 
 std::string_view ToString(Variability::Distribution d) {
   switch (d) {
@@ -307,7 +306,8 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
       return s.error();
     }
     if (Status s = ParseCompute(node["compute"], f, &c.device); !s) return s.error();
-    if (Status s = ParseVariability(node["variability"], f, &c.variability); !s) {
+    if (Status s = ParseVariability(node["variability"], f, "cluster.variability", &c.variability);
+        !s) {
       return s.error();
     }
   }

@@ -76,6 +76,11 @@ struct Variability {
   double cv = 0;
 };
 std::string_view ToString(Variability::Distribution d);
+// `{distribution: none | normal | lognormal, cv}` at `key` (cluster.variability,
+// execution.stragglers.variability): cv in [0, 0.25] for normal (a negative time stays 4 sigma
+// out of reach), [0, 1] for lognormal; absent: unchanged.
+Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::string& key,
+                        Variability* out);
 
 // E[max of n factors] (order statistics): for the normal, 1 + cv E[max of n standard
 // normals]; for the lognormal of mean 1, E[exp(mu + sigma Z_max)] with sigma^2 = ln(1 + cv^2),

@@ -2,16 +2,21 @@
 # Regenerates results/validation/ (scripts/make-results.sh makes the rest of results/): the
 # validation loop (run --calibrate, simulate --profile, compare) on the CPU backend with 2
 # ranks, for every schedule on pp 2 and on dp 2 and tp 2, and the classic tutorial
-# experiment. Takes about 6 minutes on 2 cores; run it on an otherwise idle machine (other
-# work slows the measured steps; summary.md records the load average).
+# experiment; and the sleep backend's row set (`sleep`: run --backend sleep against simulate
+# on the same costs, every schedule at pp 4 and pp 8 and pp 2 x dp 4, up to 8 ranks on the
+# machine's cores). Takes about 6 minutes on 2 cores (sleep: about 5 more); run it on an
+# otherwise idle machine (other work slows the measured steps; summary.md records the load
+# average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
-# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial (the others are
-# kept as they are; README.md is made from all of them).
+# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 tutorial sleep sleep-stragglers
+# (sleep-stragglers: the sleep backend with execution.stragglers, a fixed 1.5x rank and a
+# seeded lognormal draw per rank and step). Sets not named are kept as they are; README.md is
+# made from all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 dp2 tp2 tutorial}
+sets=${*:-pp2 dp2 tp2 tutorial sleep sleep-stragglers}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -22,6 +27,14 @@ for set in $sets; do
   rm -rf "${out:?}/$set"
   if [ "$set" = tutorial ]; then
     "$pipetwin" validate examples/validate/tutorial/*.yaml --tutorial --out "$out/tutorial" || true
+  elif [ "$set" = sleep ]; then
+    "$pipetwin" validate --backend sleep examples/validate/sleep-pp4.yaml \
+      examples/validate/sleep-pp8.yaml examples/validate/sleep-pp2-dp4.yaml --schedules all \
+      --out "$out/sleep" || true
+  elif [ "$set" = sleep-stragglers ]; then
+    "$pipetwin" validate --backend sleep examples/validate/sleep-stragglers-pp4.yaml \
+      examples/validate/sleep-stragglers-pp2-dp4.yaml --schedules gpipe,1f1b,zb-h1 --no-plots \
+      --out "$out/sleep-stragglers" || true
   else
     "$pipetwin" validate "examples/validate/$set.yaml" --schedules all --out "$out/$set" || true
   fi
@@ -33,13 +46,14 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 dp2 tp2 tutorial; do
+  for d in pp2 dp2 tp2 tutorial sleep sleep-stragglers; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"
     echo
     sed -n '3,$p' "$out/$d/summary.md"
     echo
-    echo "Plots: $(cd "$out/$d" && ls ./*.png | sed 's|^\./||' | tr '\n' ' ')"
+    ls "$out/$d"/*.png >/dev/null 2>&1 &&
+      echo "Plots: $(cd "$out/$d" && ls ./*.png | sed 's|^\./||' | tr '\n' ' ')"
     echo
   done
 } > "$out/README.md"

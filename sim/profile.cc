@@ -300,7 +300,18 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     st.dp_reduce_bytes = p.dp_bytes;
   }
   t.sync = ms(sync + step_start);
-  return Profile{std::move(t), std::move(jitter)};
+  ActionMedians medians;
+  for (int k = 0; k < s.num_stages; ++k) {
+    const StageProfile& p = sp[static_cast<std::size_t>(k)];
+    for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
+                                  {ActionKind::kBackward, p.b},
+                                  {ActionKind::kBackwardInput, p.i},
+                                  {ActionKind::kBackwardWeight, p.w},
+                                  {ActionKind::kOptimizer, p.opt}}) {
+      if (v >= 0) medians[{k, kind}] = v;
+    }
+  }
+  return Profile{std::move(t), std::move(jitter), std::move(medians)};
 }
 
 CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,

@@ -59,6 +59,9 @@ using ActionMedians = std::map<std::pair<int, ActionKind>, double>;
 struct Profile {
   CostTable table;                          // at median speed
   std::vector<std::vector<double>> jitter;  // [calibration step][pipeline rank]; may be empty
+  // The stages' medians as listed (before overhead and copies are added): what the sleep
+  // backend sleeps (`run --backend sleep --profile`).
+  ActionMedians medians;
 };
 
 // `table` with every compute time of the stages on pipeline rank r scaled by factors[r].

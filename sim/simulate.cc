@@ -1,14 +1,26 @@
 #include "sim/simulate.h"
 
+#include <algorithm>
+
+#include "models/placement.h"
+#include "schedule/stats.h"
 #include "sim/model_costs.h"
+#include "sim/profile.h"
 
 namespace pipetwin {
 
 CostTable JobCostTable(const ResolvedJob& job) {
-  if (job.config.costs || !job.model_costs) {
-    return UniformCosts(job.config.costs.value_or(AbstractCosts{}), job.schedule.num_stages);
+  const int n = job.schedule.num_stages;
+  if (!job.model_costs) return UniformCosts(job.config.costs.value_or(AbstractCosts{}), n);
+  CostTable model = CostTableFromModel(*job.model_costs);
+  if (!job.config.costs) return model;
+  // `costs:` and `model:`: the times are the costs', the sizes (bytes sent) the model's.
+  CostTable t = UniformCosts(*job.config.costs, n);
+  for (std::size_t k = 0; k < t.stages.size(); ++k) {
+    t.stages[k].send_bytes = model.stages[k].send_bytes;
+    t.stages[k].dp_reduce_bytes = model.stages[k].dp_reduce_bytes;
   }
-  return CostTableFromModel(*job.model_costs);
+  return t;
 }
 
 StepRecord StepRecordOf(const SimStats& stats) {
@@ -28,7 +40,33 @@ StepRecord StepRecordOf(const SimStats& stats) {
   return rec;
 }
 
+std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step) {
+  const models::RankLayout layout(job.parallel(), job.config.cluster.rank_order);
+  std::vector<double> f(static_cast<std::size_t>(job.schedule.num_ranks), 0.0);
+  for (int w = 0; w < layout.world_size(); ++w) {
+    double& x = f[static_cast<std::size_t>(layout.Coord(w).pp)];
+    x = std::max(x, models::StragglerFactor(job.config.stragglers, w, step));
+  }
+  return f;
+}
+
 SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const SimulateOptions& opts) {
+  if (const models::Stragglers& st = job.config.stragglers; st.any()) {
+    // The measured steps' factors (run reports the upper median of its measured steps): one
+    // play per step, the median one kept. Fixed slowdowns only: every step is the same.
+    const ExecutionConfig& x = job.config.execution;
+    const int plays = st.random() ? x.steps : 1;
+    const EngineOptions eo{.optimizer_sync = job.config.optimizer_sync};
+    std::vector<std::int64_t> iters;
+    std::vector<CostTable> tables;
+    for (int k = 0; k < plays; ++k) {
+      tables.push_back(
+          ScaleComputeByRank(costs, job.schedule, StragglerFactors(job, x.warmup + k)));
+      iters.push_back(IterationNs(
+          eo.optimizer_sync, StepRecordOf(RunEngine(job.schedule, tables.back(), eo, nullptr))));
+    }
+    costs = std::move(tables[UpperMedianIndex(iters)]);
+  }
   SimResult res;
   res.costs = std::move(costs);
   TimelineRecorder recorder(job.schedule.num_ranks);

@@ -5,7 +5,9 @@
 //   std::cout << ReportToJson(r->report);
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "job/job.h"
 #include "job/report_builder.h"
@@ -29,7 +31,8 @@ struct SimulateOptions {
   bool per_world_rank = true;   // model-based jobs: a report row per GPU, or per pipeline rank
 };
 
-// The job's cost table: its abstract `costs:` or the cost model's per-stage costs.
+// The job's cost table: its abstract `costs:` or the cost model's per-stage costs (with both,
+// the costs' times and the model's bytes).
 CostTable JobCostTable(const ResolvedJob& job);
 
 // Plays the job's schedule against its costs and reports.
@@ -37,7 +40,13 @@ Expected<SimResult> Simulate(const ResolvedJob& job, const SimulateOptions& opts
 inline Expected<SimResult> Simulate(const ResolvedJob& job, bool record_timeline = true) {
   return Simulate(job, SimulateOptions{.record_timeline = record_timeline});
 }
-// Plays a given cost table (a calibration profile's, scaled, ...).
+// execution.stragglers in step `step`: per pipeline rank, the largest factor of its world
+// ranks (its DP, TP and CP replicas; exact when the slow ranks are in one replica, an upper
+// bound otherwise, as the simulator plays one pipeline for all replicas).
+std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step);
+// Plays a given cost table (a calibration profile's, scaled, ...); with execution.stragglers,
+// scaled by their factors (with a random part: once per measured step, the median play kept,
+// as run reports the median measured step).
 SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const SimulateOptions& opts);
 
 // What the engine's statistics hand the report builder (job/report_builder.h).

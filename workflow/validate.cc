@@ -16,6 +16,14 @@ Status CheckOptions(const ValidateOptions& o) {
   if (o.jobs.empty()) {
     return Error::BadInput("validate: expected one or more job files (see --help)");
   }
+  if (o.backend != "cpu" && o.backend != "sleep") {
+    return Error::BadInput("--backend: must be cpu or sleep, got '" + o.backend + "'");
+  }
+  if (o.backend == "sleep" && o.separate_calibration) {
+    return Error::BadInput(
+        "--separate-calibration: not with --backend sleep (it predicts from the job's costs:, "
+        "nothing is calibrated)");
+  }
   if (!o.separate_calibration && !o.calibrate_steps.empty()) {
     return Error::BadInput(
         "--calibrate-steps: only with --separate-calibration (interleaved, the run has as many "
@@ -94,6 +102,10 @@ Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o) {
         p.entry.tp = vj->parallel().tp;
         p.np = vj->parallel().WorldSize();
         p.entry.microbatches = vj->microbatches;
+        if (o.backend == "sleep" && !vj->config.costs) {
+          return vj->config.source.At(
+              "costs", "validate --backend sleep predicts and sleeps the job's costs: (give them)");
+        }
       }
       for (char& c : p.entry.note) c = c == ',' ? ';' : c;
       variants.push_back(std::move(p));
@@ -111,9 +123,10 @@ std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v
     return cmd;
   };
   std::vector<std::string> run = {"run",       job_path,
-                                  "--backend", "cpu",
+                                  "--backend", o.backend,
                                   "--report",  dir + "/measured.json",
                                   "--trace",   dir + "/measured.trace.json"};
+  if (o.backend == "sleep") return {{"run --backend sleep", "run.log", command(run)}};
   if (!o.separate_calibration) {
     run.insert(run.end(), {"--calibrate", profile});
     return {{"run --calibrate", "run.log", command(run)}};
@@ -152,12 +165,18 @@ std::string SummaryCsv(const std::vector<Entry>& es, double tol) {
 }
 
 std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::string& command,
-                      const std::string& conditions, bool separate) {
+                      const std::string& conditions, bool separate, const std::string& backend) {
+  const bool sleep = backend == "sleep";
   std::ostringstream o;
   o << "# Predicted against measured\n\n"
     << "Made by: `" << command << "`\n\n"
     << conditions << "\n\n"
-    << (separate
+    << (sleep ? "Each row: `pipetwin run --backend sleep` (every compute action sleeps its time "
+                "from the job's `costs:`, holding no core; transfers and reductions are real MPI "
+                "on real buffer sizes; the median of the measured steps after warm-up), `pipetwin "
+                "simulate` (the prediction, from the same costs), `pipetwin compare`. Memory is "
+                "not measured by the sleep backend (its report takes the model's)."
+        : separate
             ? "Each row: `pipetwin calibrate` (a profile measured on the CPU backend), `pipetwin "
               "simulate --profile`, `pipetwin run` (median of the measured steps after warm-up), "
               "`pipetwin compare`."
@@ -167,14 +186,16 @@ std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::strin
               "--profile` (the prediction: it reads only the profile), `pipetwin compare`.")
     << " Error = (predicted − measured) / measured; tolerance ±" << 100.0 * tol
     << "%. Per-entry tables: `<label>/errors.md`.\n\n"
-    << (separate ? ""
-                 : "Jitter: this machine's cores change speed from one step to the next and a step "
-                   "waits for its slowest rank, so the prediction plays the step once per "
-                   "calibration step, each rank at the speed it had in that step, and reports "
-                   "the median, as the measurement does (sim/profile.h).\n\n")
-    << "Replay: the same simulation, without jitter, with each action's time taken from the "
-       "measured run itself (its median step's median per stage and kind) instead of the "
-       "calibration: a check of the schedule model alone.\n\n"
+    << (separate || sleep
+            ? ""
+            : "Jitter: this machine's cores change speed from one step to the next and a step "
+              "waits for its slowest rank, so the prediction plays the step once per "
+              "calibration step, each rank at the speed it had in that step, and reports "
+              "the median, as the measurement does (sim/profile.h).\n\n")
+    << (sleep ? ""
+              : "Replay: the same simulation, without jitter, with each action's time taken from "
+                "the measured run itself (its median step's median per stage and kind) instead "
+                "of the calibration: a check of the schedule model alone.\n\n")
     << "| entry | pp | dp | tp | m | predicted ms | measured ms (min–max) | error | replay "
        "error | memory | bytes |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|:-:|\n";
   char b[512];
@@ -184,13 +205,14 @@ std::string SummaryMd(const std::vector<Entry>& es, double tol, const std::strin
         << e.microbatches << " | – | – | – | – | – | – |  " << e.note << "\n";
       continue;
     }
+    char replay[32] = "–";  // the sleep backend has no profile to replay
+    if (!sleep) std::snprintf(replay, sizeof replay, "%+.2f%%", 100.0 * e.replay_error);
     std::snprintf(
         b, sizeof b,
-        "| %s | %d | %d | %d | %d | %.2f | %.2f (%.2f–%.2f) | %+.2f%%%s | %+.2f%% | %s | %s |\n",
+        "| %s | %d | %d | %d | %d | %.2f | %.2f (%.2f–%.2f) | %+.2f%%%s | %s | %s | %s |\n",
         e.label.c_str(), e.pp, e.dp, e.tp, e.microbatches, e.predicted_ms, e.measured_ms, e.min_ms,
-        e.max_ms, 100.0 * e.error, std::abs(e.error) <= tol ? "" : " **outside**",
-        100.0 * e.replay_error, e.memory_equal ? "equal" : "**differs**",
-        e.bytes_equal ? "equal" : "**differ**");
+        e.max_ms, 100.0 * e.error, std::abs(e.error) <= tol ? "" : " **outside**", replay,
+        e.memory_equal ? "equal" : "**differs**", e.bytes_equal ? "equal" : "**differ**");
     o << b;
   }
   return o.str();

@@ -1,6 +1,9 @@
 // validate.h — `pipetwin validate`: for each job and schedule, measure (run --calibrate under
 // mpirun, or calibrate then run), predict (simulate --profile), compare; then one summary
-// (DIR/summary.md, DIR/summary.csv) and one set of plots.
+// (DIR/summary.md, DIR/summary.csv) and one set of plots. With `--backend sleep` the
+// measurement is `run --backend sleep` (each compute action sleeps the job's `costs:`,
+// communication is real) and the prediction is `simulate` from the same costs: a check of the
+// schedule, wait and communication model without kernels.
 //
 // `calibrate` and `run` need their ranks, so they are started as child processes of the
 // `pipetwin` program through the launcher (workflow/process.h); their output goes to
@@ -32,8 +35,9 @@ struct ValidateOptions {
   bool separate_calibration = false;
   std::string calibrate_steps;  // passed to `calibrate --steps`; separate calibration only
   bool plots = true;
-  bool tutorial = false;  // plot.py --tutorial
-  std::string command;    // the command line, quoted in summary.md
+  bool tutorial = false;        // plot.py --tutorial
+  std::string command;          // the command line, quoted in summary.md
+  std::string backend = "cpu";  // cpu (calibrated) | sleep (the job's costs, no profile)
 };
 
 // One row of the summary: one job with one schedule.
@@ -79,7 +83,8 @@ struct MeasureStep {
 };
 
 // Phase 2's processes, in order: `run --calibrate`, or `calibrate` then `run` with
-// --separate-calibration; each `LAUNCHER -np N PROGRAM ...`, writing into `dir`.
+// --separate-calibration, or `run --backend sleep` alone; each `LAUNCHER -np N PROGRAM ...`,
+// writing into `dir`.
 std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v,
                                       const std::string& dir, const std::string& program);
 
@@ -89,7 +94,8 @@ void RecordComparison(Entry& e, const Comparison& c);
 // The summary tables.
 std::string SummaryCsv(const std::vector<Entry>& entries, double tolerance);
 std::string SummaryMd(const std::vector<Entry>& entries, double tolerance,
-                      const std::string& command, const std::string& conditions, bool separate);
+                      const std::string& command, const std::string& conditions, bool separate,
+                      const std::string& backend = "cpu");
 
 struct ValidateResult {
   std::vector<Entry> entries;

@@ -70,7 +70,7 @@ struct Loop {
     const double tol = o.tolerance;
     if (Status s = WriteFileAtomic(o.out + "/summary.csv", SummaryCsv(entries, tol)); !s) return s;
     return WriteFileAtomic(o.out + "/summary.md", SummaryMd(entries, tol, o.command, Conditions(),
-                                                            o.separate_calibration));
+                                                            o.separate_calibration, o.backend));
   }
 };
 
@@ -91,9 +91,9 @@ bool Measure(Loop& L, std::size_t k, Variant& v, const std::string& dir) {
   return true;
 }
 
-// Phase 3: the prediction from the profile alone.
-Expected<SimResult> Predict(const ResolvedJob& job, const std::string& dir) {
-  auto sim = SimulateWithProfile(job, dir + "/profile.yaml", {});
+// Phase 3: the prediction from the profile alone (the sleep backend: from the job's costs).
+Expected<SimResult> Predict(const ResolvedJob& job, const std::string& dir, bool sleep) {
+  auto sim = sleep ? Simulate(job) : SimulateWithProfile(job, dir + "/profile.yaml", {});
   if (!sim) return sim.error();
   if (Status s = WriteFileAtomic(dir + "/predicted.json", ReportToJson(sim->report)); !s) {
     return s.error();
@@ -157,7 +157,8 @@ Status CompareVariant(Entry& e, const std::string& dir, double tol, const Resolv
   if (!c) return c.error();
   RecordComparison(e, *c);
   if (auto mt = ReadText(dir + "/measured.json"); mt) RecordSpread(e, *mt);
-  if (auto tt = ReadText(dir + "/measured.trace.json"); tt) {
+  if (auto tt = ReadText(dir + "/measured.trace.json");
+      tt && std::filesystem::exists(dir + "/profile.yaml")) {
     RecordReplay(e, *tt, dir + "/profile.yaml", job);
   }
   return OkStatus();
@@ -173,17 +174,19 @@ Expected<bool> ValidateVariant(Loop& L, std::size_t k, Variant& v) {
   std::filesystem::remove(dir + "/run.log", ec);
   if (Status s = WriteFileAtomic(dir + "/job.yaml", v.yaml); !s) return s.error();
   if (!Measure(L, k, v, dir)) return false;
-  L.Say(k, e.label, "simulate --profile");
+  const bool sleep = L.o.backend == "sleep";
+  L.Say(k, e.label, sleep ? "simulate (the job's costs)" : "simulate --profile");
   auto job = LoadJob(dir + "/job.yaml");
   if (!job) return job.error();
-  auto sim = Predict(*job, dir);
+  auto sim = Predict(*job, dir, sleep);
   if (!sim) return sim.error();
   if (Status s = CompareVariant(e, dir, L.o.tolerance, *job); !s) return s.error();
   char line[256];
+  char replay[64] = "";
+  if (!sleep) std::snprintf(replay, sizeof replay, " (replay %+.2f%%)", 100.0 * e.replay_error);
   std::snprintf(line, sizeof line,
-                "predicted %.2f ms, measured %.2f ms, error %+.2f%% (replay %+.2f%%); memory "
-                "%s; bytes %s",
-                e.predicted_ms, e.measured_ms, 100.0 * e.error, 100.0 * e.replay_error,
+                "predicted %.2f ms, measured %.2f ms, error %+.2f%%%s; memory %s; bytes %s",
+                e.predicted_ms, e.measured_ms, 100.0 * e.error, replay,
                 e.memory_equal ? "equal" : "differs", e.bytes_equal ? "equal" : "differ");
   L.Say(k, e.label, line);
   return true;
@@ -213,8 +216,8 @@ Expected<ValidateResult> Validate(const ValidateOptions& o, const Progress& prog
   // Phase 5: the summary and the plots.
   if (Status s = L.WriteSummary(); !s) return s.error();
   ValidateResult r;
-  r.summary_md =
-      SummaryMd(L.entries, o.tolerance, o.command, L.Conditions(), o.separate_calibration);
+  r.summary_md = SummaryMd(L.entries, o.tolerance, o.command, L.Conditions(),
+                           o.separate_calibration, o.backend);
   r.entries = std::move(L.entries);
   r.failures = L.failures;
   r.seconds = L.Elapsed();

@@ -61,7 +61,9 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
              .seq_len = cfg.model.seq_len,
              .micro_batch = cfg.model.micro_batch,
              .seed = cfg.data_seed,
-             .noise = 0.0f}) {
+             .noise = 0.0f}),
+      p2p_(cfg.pp_comm, cfg.microbatches),
+      dp_reduce_(cfg.dp_comm, cfg.dp, cfg.timeout_s) {
   if (cfg_.tp.size > 1) tp_coll_ = std::make_unique<MpiCollectives>(cfg_.tp_comm, cfg_.timeout_s);
   const int stages = static_cast<int>(cfg_.layers_per_stage.size());
   int first_layer = 0;
@@ -92,16 +94,9 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
   labels_.resize(data_.tokens_per_microbatch());
 }
 
-CpuBackend::~CpuBackend() {
-  // Requests still posted when a step fails: cancel receives, let MPI_Finalize or abort
-  // take care of the rest.
-  for (auto& [k, req] : recv_req_) {
-    if (req != MPI_REQUEST_NULL) {
-      MPI_Cancel(&req);
-      MPI_Request_free(&req);
-    }
-  }
-}
+// Requests still posted when a step fails: p2p_ cancels the receives, MPI_Finalize or abort
+// takes care of the rest.
+CpuBackend::~CpuBackend() = default;
 
 cpu::Chunk& CpuBackend::chunk(int stage) {
   auto it = chunks_.find(stage);
@@ -109,10 +104,6 @@ cpu::Chunk& CpuBackend::chunk(int stage) {
     throw std::logic_error("stage " + std::to_string(stage) + " is not on this rank");
   }
   return *it->second;
-}
-
-int CpuBackend::Tag(int kind, int stage, int mb) const {
-  return (stage * cfg_.microbatches + mb) * 2 + kind;
 }
 
 cpu::Tensor& CpuBackend::NewBuffer(Key k) {
@@ -212,13 +203,9 @@ void CpuBackend::Compute(const Action& a) {
         std::copy(c.params().begin(), c.params().end(), gathered.data());
         optimizers_.at(s)->Step(gathered.span().subspan(begin, shard), g.span().subspan(0, shard));
         reduced_shard_[s].assign(g.data(), g.data() + shard);
-        MPI_Request req;
-        PT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(),
-                                    static_cast<int>(shard), MPI_FLOAT, cfg_.dp_comm, &req));
-        WaitRequest(&req, cfg_.timeout_s, [&] {
+        dp_reduce_.AllGather(gathered.span(), shard, [&] {
           return a.ToString() + ": ZeRO-1 parameter all-gather over data parallelism";
         });
-        bytes_dp_ += RingBytes(models::Collective::kAllGather, gathered.span().size(), cfg_.dp);
         std::copy(gathered.data(), gathered.data() + n, c.params().begin());
         zero_grads_.erase(s);
       }
@@ -233,56 +220,27 @@ void CpuBackend::Compute(const Action& a) {
 }
 
 void CpuBackend::PostSend(const Action& a, int peer) {
-  const bool fwd = a.kind == ActionKind::kSendF;
-  const Key k{fwd ? kActOut : kGradOut, a.stage, a.microbatch};
+  const Key k{a.kind == ActionKind::kSendF ? kActOut : kGradOut, a.stage, a.microbatch};
   auto it = buffers_.find(k);
   if (it == buffers_.end()) throw std::logic_error("nothing to send for " + a.ToString());
-  MPI_Request req;
-  // The tag names the receiving side's (kind, stage, microbatch).
-  const int tag = fwd ? Tag(0, a.stage + 1, a.microbatch) : Tag(1, a.stage - 1, a.microbatch);
-  const std::span<float> data = it->second.span();
-  PT_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, peer, tag,
-                         cfg_.pp_comm, &req));
-  bytes_pp_ += static_cast<std::int64_t>(data.size() * sizeof(float));
+  p2p_.PostSend(a, peer, it->second.span(), k);
   // From here the transport holds the buffer until the send completes, a moment that
   // depends on timing: it is counted apart from the communication buffers, whose lifetime
   // follows the program (and which the simulator predicts byte for byte).
   it->second.Recategorize(cpu::MemCategory::kSending);
-  sends_.push_back({req, k});
 }
 
 void CpuBackend::PostRecv(const Action& a, int peer) {
-  const bool fwd = a.kind == ActionKind::kRecvF;
-  const Key k{fwd ? kActIn : kGradIn, a.stage, a.microbatch};
-  cpu::Tensor& buf = NewBuffer(k);
-  MPI_Request req;
-  PT_MPI_CHECK(MPI_Irecv(buf.data(), static_cast<int>(buf.size()), MPI_FLOAT, peer,
-                         Tag(fwd ? 0 : 1, a.stage, a.microbatch), cfg_.pp_comm, &req));
-  recv_req_[k] = req;
+  const Key k{a.kind == ActionKind::kRecvF ? kActIn : kGradIn, a.stage, a.microbatch};
+  p2p_.PostRecv(a, peer, NewBuffer(k).span(), k);
 }
 
 bool CpuBackend::TestRecv(const Action& a) {
-  const Key k{a.kind == ActionKind::kRecvF ? kActIn : kGradIn, a.stage, a.microbatch};
-  auto it = recv_req_.find(k);
-  if (it == recv_req_.end()) throw std::logic_error("receive not posted: " + a.ToString());
-  int done = 0;
-  PT_MPI_CHECK(MPI_Test(&it->second, &done, MPI_STATUS_IGNORE));
-  if (done) recv_req_.erase(it);
-  return done != 0;
+  return p2p_.TestRecv({a.kind == ActionKind::kRecvF ? kActIn : kGradIn, a.stage, a.microbatch}, a);
 }
 
 bool CpuBackend::TestSends() {
-  for (auto it = sends_.begin(); it != sends_.end();) {
-    int done = 0;
-    PT_MPI_CHECK(MPI_Test(&it->req, &done, MPI_STATUS_IGNORE));
-    if (done) {
-      Take(it->key);  // releases the buffer
-      it = sends_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return sends_.empty();
+  return p2p_.TestSends([&](const Key& k) { Take(k); });  // releases the buffer
 }
 
 void CpuBackend::StartReduceGrad(int stage) {
@@ -291,48 +249,29 @@ void CpuBackend::StartReduceGrad(int stage) {
     c.SyncSequenceParallelGrads();
     sp_synced_[stage] = true;
   }
-  MPI_Request req;
   const std::span<float> g = c.grads();
   const GradReduction r = Reduction(stage);
-  if (r.reduce_scatter) {
-    // Reduce-scatter in place in a padded copy: this rank's reduced shard lands in front.
-    auto [it, inserted] = zero_grads_.try_emplace(
-        stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(r.elements)));
-    if (!inserted) throw std::logic_error("REDUCE_GRAD twice for stage " + std::to_string(stage));
-    std::copy(g.begin(), g.end(), it->second.data());
-    PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, it->second.data(),
-                                           static_cast<int>(Shard(stage)), MPI_FLOAT, MPI_SUM,
-                                           cfg_.dp_comm, &req));
-  } else {
-    PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(r.elements), MPI_FLOAT,
-                                MPI_SUM, cfg_.dp_comm, &req));
+  if (!r.reduce_scatter) {
+    dp_reduce_.Start(stage, g, r);
+    return;
   }
-  bytes_dp_ += r.bytes_sent;
-  reduce_req_[stage] = req;
+  // Reduce-scatter in place in a padded copy: this rank's reduced shard lands in front.
+  auto [it, inserted] = zero_grads_.try_emplace(
+      stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(r.elements)));
+  if (!inserted) throw std::logic_error("REDUCE_GRAD twice for stage " + std::to_string(stage));
+  std::copy(g.begin(), g.end(), it->second.data());
+  dp_reduce_.Start(stage, it->second.span(), r);
 }
 
 GradReduction CpuBackend::Reduction(int stage) const {
-  if (cfg_.zero1) {
-    const std::size_t padded = Shard(stage) * static_cast<std::size_t>(cfg_.dp);
-    return {padded, true, RingBytes(models::Collective::kReduceScatter, padded, cfg_.dp)};
-  }
-  const std::size_t n = chunks_.at(stage)->grads().size();
-  return {n, false, RingBytes(models::Collective::kAllReduceRing, n, cfg_.dp)};
+  return HostGradReduce::Describe(chunks_.at(stage)->params().size(), cfg_.zero1, cfg_.dp);
 }
 
 std::size_t CpuBackend::Shard(int stage) const {
-  const std::size_t n = chunks_.at(stage)->params().size();
-  return (n + static_cast<std::size_t>(cfg_.dp) - 1) / static_cast<std::size_t>(cfg_.dp);
+  return HostGradReduce::Shard(chunks_.at(stage)->params().size(), cfg_.dp);
 }
 
-bool CpuBackend::TestReduceGrad(int stage) {
-  auto it = reduce_req_.find(stage);
-  if (it == reduce_req_.end()) return true;
-  int done = 0;
-  PT_MPI_CHECK(MPI_Test(&it->second, &done, MPI_STATUS_IGNORE));
-  if (done) reduce_req_.erase(it);
-  return done != 0;
-}
+bool CpuBackend::TestReduceGrad(int stage) { return dp_reduce_.Test(stage); }
 
 MemoryBytes CpuBackend::PeakMemory() const {
   MemoryBytes m;
@@ -354,9 +293,9 @@ std::int64_t CpuBackend::PeakMemoryTotal() const {
 std::int64_t CpuBackend::BytesSent(CommGroup group) const {
   switch (group) {
     case CommGroup::kPp:
-      return bytes_pp_;
+      return p2p_.bytes_sent();
     case CommGroup::kDp:
-      return bytes_dp_;
+      return dp_reduce_.bytes_sent();
     case CommGroup::kTp:
       return tp_coll_ ? tp_coll_->bytes_sent() : 0;
     case CommGroup::kCp:

@@ -21,6 +21,7 @@
 #include "exec/cpu/collectives.h"
 #include "exec/cpu/model.h"
 #include "exec/cpu/optimizer.h"
+#include "exec/host_comm.h"
 #include "exec/mpi_util.h"
 
 namespace pipetwin::exec {
@@ -80,7 +81,6 @@ class CpuBackend final : public Backend {
   enum BufKind { kActOut = 0, kActIn = 1, kGradOut = 2, kGradIn = 3 };
   cpu::Tensor& NewBuffer(Key k);
   cpu::Tensor Take(Key k);
-  int Tag(int kind, int stage, int mb) const;
 
   BackendConfig cfg_;
   cpu::Accountant acc_;
@@ -88,7 +88,6 @@ class CpuBackend final : public Backend {
   std::map<int, std::unique_ptr<cpu::Chunk>> chunks_;
   std::map<int, std::unique_ptr<cpu::Optimizer>> optimizers_;
   std::map<int, bool> sp_synced_;
-  std::map<int, MPI_Request> reduce_req_;
   // ZeRO-1: per stage, the padded buffer the reduce-scatter writes (its first shard holds
   // this rank's reduced gradients) from REDUCE_GRAD to OPT, and a copy of the reduced shard
   // kept for reference checks (outside the accounting: not part of a training step).
@@ -98,16 +97,11 @@ class CpuBackend final : public Backend {
   GradReduction Reduction(int stage) const;
   cpu::SyntheticData data_;
   std::map<Key, cpu::Tensor> buffers_;
-  std::map<Key, MPI_Request> recv_req_;
-  struct Send {
-    MPI_Request req;
-    Key key;
-  };
-  std::vector<Send> sends_;
+  // After buffers_: destroyed first (it cancels receives into them).
+  HostTransfers p2p_;
+  HostGradReduce dp_reduce_;
   std::int64_t step_ = 0;
   double step_loss_ = 0;
-  std::int64_t bytes_pp_ = 0;
-  std::int64_t bytes_dp_ = 0;
   std::vector<std::int32_t> tokens_, labels_;
 };
 

@@ -47,6 +47,59 @@ costs:
   EXPECT_FALSE(j->model_costs.has_value());
 }
 
+TEST(Job, StragglersBadValuesNameTheKey) {
+  const std::string head =
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 2, dp: 2}\ncosts: {forward_ms: 1}\n";
+  ExpectError(head + "execution: {stragglers: [{rank: 1, slowdown: 0.9}]}\n",
+              {"execution.stragglers[0].slowdown", "[1, 1000]", "got '0.9'"});
+  ExpectError(head + "execution: {stragglers: [{rank: 1, slowdown: .nan}]}\n",
+              {"execution.stragglers[0].slowdown"});
+  ExpectError(head + "execution: {stragglers: [{rank: 1, slowdown: .inf}]}\n",
+              {"execution.stragglers[0].slowdown"});
+  ExpectError(head + "execution: {stragglers: [{rank: 4, slowdown: 1.5}]}\n",
+              {"execution.stragglers[0].rank", "[0, 3]", "got '4'"});
+  ExpectError(head + "execution: {stragglers: [{rank: 1, slowdown: 2, speed: 3}]}\n",
+              {"execution.stragglers[0]", "unknown key 'speed'"});
+  ExpectError(head + "execution: {stragglers: {fixd: []}}\n",
+              {"execution.stragglers", "unknown key 'fixd'"});
+  ExpectError(head + "execution: {stragglers: [{rank: 1, slowdown: 2}, {rank: 1, slowdown: 3}]}\n",
+              {"execution.stragglers[1].rank", "listed twice"});
+  ExpectError(head + "execution: {stragglers: {variability: {distribution: gamma, cv: 0.1}}}\n",
+              {"execution.stragglers.variability.distribution", "gamma"});
+  ExpectError(head + "execution: {stragglers: {variability: {distribution: normal, cv: 0.5}}}\n",
+              {"execution.stragglers.variability.cv", "[0, 0.25]"});
+}
+
+TEST(Job, StragglersReadAndWrittenBack) {
+  auto j = ParseJob(
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 2, dp: 2}\ncosts: {forward_ms: 1}\n"
+      "execution:\n  stragglers:\n    fixed: [{rank: 3, slowdown: 1.5}]\n"
+      "    variability: {distribution: lognormal, cv: 0.1}\n    seed: 9\n",
+      "job.yaml");
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  const models::Stragglers& s = j->config.stragglers;
+  ASSERT_EQ(s.fixed.size(), 1u);
+  EXPECT_EQ(s.fixed[0].rank, 3);
+  EXPECT_DOUBLE_EQ(s.fixed[0].slowdown, 1.5);
+  EXPECT_EQ(s.variability.distribution, models::Variability::Distribution::kLognormal);
+  EXPECT_DOUBLE_EQ(s.variability.cv, 0.1);
+  EXPECT_EQ(s.seed, 9u);
+  auto back = ParseJob(WriteJobConfig(j->config), "back.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  const models::Stragglers& b = back->config.stragglers;
+  ASSERT_EQ(b.fixed.size(), 1u);
+  EXPECT_EQ(b.fixed[0].rank, 3);
+  EXPECT_DOUBLE_EQ(b.fixed[0].slowdown, 1.5);
+  EXPECT_DOUBLE_EQ(b.variability.cv, 0.1);
+  EXPECT_EQ(b.seed, 9u);
+  // The draws: the same (seed, rank, step) gives the same factor; rank 3 carries its 1.5.
+  EXPECT_EQ(models::StragglerFactor(s, 2, 7), models::StragglerFactor(b, 2, 7));
+  const double r3 = models::StragglerFactor(s, 3, 7);
+  models::Stragglers no_fixed = s;
+  no_fixed.fixed.clear();
+  EXPECT_DOUBLE_EQ(r3, 1.5 * models::StragglerFactor(no_fixed, 3, 7));
+}
+
 TEST(Job, BadValuesNameFileKeyAndRule) {
   const std::string costs = "costs: {forward_ms: 1}\n";
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 0}\n" + costs,

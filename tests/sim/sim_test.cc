@@ -1,11 +1,13 @@
 // Simulator against closed forms and hand-worked timelines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "sim/profile.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -107,6 +109,76 @@ TEST(ClosedForm, ZbvBeatsZbH1AndDualPipeVIsNoWorse) {
     EXPECT_LE(dpv.report.iteration_time_ms, h1.report.iteration_time_ms + kEps)
         << "pp " << s.pp << " m " << s.m;
   }
+}
+
+// execution.stragglers: GPipe with one stage k times slower (k >= 1) is a flow shop whose
+// slow stage paces both passes: T = (pp - 1 + m k)(F + B), with F, B the nominal times.
+TEST(ClosedForm, GpipeWithOneFixedStraggler) {
+  const int pp = 4, m = 8;
+  const double f = 1.0, b = 2.0;  // B = I + W = 1.5 + 0.5
+  for (int rank : {0, 2, 3}) {
+    for (double k : {1.5, 3.0}) {
+      const std::string yaml =
+          "schedule: gpipe\nmicrobatches: 8\nparallel: {pp: 4}\n"
+          "costs: {forward_ms: 1, backward_input_ms: 1.5, backward_weight_ms: 0.5}\n"
+          "execution: {stragglers: [{rank: " +
+          std::to_string(rank) + ", slowdown: " + std::to_string(k) + "}]}\n";
+      auto job = ParseJob(yaml, "test.yaml");
+      ASSERT_TRUE(job.ok()) << job.error().message;
+      auto r = Simulate(*job);
+      ASSERT_TRUE(r.ok());
+      EXPECT_NEAR(r->report.iteration_time_ms, (pp - 1 + m * k) * (f + b), kEps)
+          << "rank " << rank << " slowdown " << k;
+    }
+  }
+  // Without a straggler: (pp - 1 + m)(F + B).
+  EXPECT_NEAR(Sim("gpipe", pp, m, 1, {1.0, 1.5, 0.5}).report.iteration_time_ms,
+              (pp - 1 + m) * (f + b), kEps);
+}
+
+// With dp > 1 a pipeline rank plays the slowest of its data-parallel replicas: world rank 3
+// of pp 2 x dp 2 (Megatron order: DP inside PP) is pipeline rank 1 of replica 1.
+TEST(ClosedForm, StragglerOfAReplicaSlowsItsPipelineRank) {
+  auto job = ParseJob(
+      "schedule: gpipe\nmicrobatches: 4\nparallel: {pp: 2, dp: 2}\n"
+      "costs: {forward_ms: 1, backward_input_ms: 1, backward_weight_ms: 1}\n"
+      "execution: {stragglers: [{rank: 3, slowdown: 1.5}]}\n",
+      "test.yaml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  const std::vector<double> f = StragglerFactors(*job, 0);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0], 1.0);
+  EXPECT_EQ(f[1], 1.5);
+  auto r = Simulate(*job);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->report.iteration_time_ms, (2 - 1 + 4 * 1.5) * 3.0, kEps);
+}
+
+// A random part: the prediction is the median of one play per measured step, and the same
+// seed gives the same prediction.
+TEST(Stragglers, RandomPartPlaysTheMeasuredSteps) {
+  const std::string yaml =
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4}\n"
+      "costs: {forward_ms: 1, backward_input_ms: 1, backward_weight_ms: 1}\n"
+      "execution: {steps: 9, warmup: 1, stragglers: {variability: {distribution: lognormal, "
+      "cv: 0.2}, seed: 5}}\n";
+  auto job = ParseJob(yaml, "test.yaml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  auto a = Simulate(*job);
+  auto b = Simulate(*job);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->report.iteration_time_ms, b->report.iteration_time_ms);
+  // Each play is the step at that step's factors: the reported one is one of them.
+  std::vector<double> plays;
+  for (int step = 1; step < 10; ++step) {
+    const CostTable t =
+        ScaleComputeByRank(JobCostTable(*job), job->schedule, StragglerFactors(*job, step));
+    const SimStats st = RunEngine(job->schedule, t, {.optimizer_sync = true}, nullptr);
+    plays.push_back(static_cast<double>(IterationNs(true, StepRecordOf(st))) * 1e-6);
+  }
+  std::sort(plays.begin(), plays.end());
+  EXPECT_NEAR(a->report.iteration_time_ms, plays[4], 1e-6);
+  EXPECT_NE(plays.front(), plays.back());
 }
 
 TEST(Inflight, PeaksPerRank) {

@@ -140,6 +140,35 @@ TEST(MeasureSteps, RunCalibrateOrCalibrateThenRunUnderTheLauncher) {
   EXPECT_EQ(steps[1].argv.back(), "out/pp2/measured.trace.json");
 }
 
+// --backend sleep: one `run --backend sleep` (no calibration); the job must have costs:.
+TEST(MeasureSteps, SleepBackendRunsWithoutCalibration) {
+  ValidateOptions o;
+  o.jobs = {kPp2};
+  o.backend = "sleep";
+  EXPECT_TRUE(CheckOptions(o));
+  Variant v;
+  v.np = 8;
+  auto steps = MeasureSteps(o, v, "out/s", "/bin/pipetwin");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].what, "run --backend sleep");
+  EXPECT_EQ(steps[0].argv, (std::vector<std::string>{"mpirun", "-np", "8", "/bin/pipetwin", "run",
+                                                     "out/s/job.yaml", "--backend", "sleep",
+                                                     "--report", "out/s/measured.json", "--trace",
+                                                     "out/s/measured.trace.json"}));
+  o.separate_calibration = true;
+  EXPECT_FALSE(CheckOptions(o));
+  o.separate_calibration = false;
+  o.backend = "gpu";
+  auto bad = CheckOptions(o);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("--backend"), std::string::npos);
+  // pp2.yaml has a model and no costs: the sleep backend would have nothing to sleep.
+  o.backend = "sleep";
+  auto plan = PlanVariants(o);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("costs"), std::string::npos);
+}
+
 TEST(Spawn, ExitStatusOfAMissingProgram) {
   EXPECT_EQ(Spawn({"/no/such/program"}, ""), 127);
   EXPECT_EQ(Spawn({}, ""), 127);

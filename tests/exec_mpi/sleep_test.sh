@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# sleep_test.sh PIPETWIN JOB NP MPIEXEC [TOLERANCE]: `run --backend sleep` against `simulate`
+# of the same costs. Without stragglers every compute action of the measured trace lasts at
+# least its cost, and the median one less than 0.5 ms more (a precise sleep); the measured iteration time is the prediction within
+# TOLERANCE (default 0.10: ctest runs beside other work); the pipeline and data-parallel
+# bytes sent equal the prediction exactly (real buffers, the model's sizes).
+set -eu
+bin=$1 job=$2 np=$3 mpiexec=$4 tol=${5:-0.10}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$bin" simulate "$job" --report "$dir/predicted.json" >/dev/null
+"$mpiexec" --oversubscribe -np "$np" "$bin" run "$job" --backend sleep \
+  --report "$dir/measured.json" --trace "$dir/measured.trace.json"
+python3 - "$dir/predicted.json" "$dir/measured.json" "$dir/measured.trace.json" "$job" "$tol" <<'PY'
+import json, re, sys
+p, m, t = (json.load(open(f)) for f in sys.argv[1:4])
+job, tol = open(sys.argv[4]).read(), float(sys.argv[5])
+costs = {k: float(v) for k, v in re.findall(r"(\w+_ms): ([0-9.]+)", job)}
+want = {"F": costs["forward_ms"], "I": costs["backward_input_ms"],
+        "W": costs["backward_weight_ms"], "OPT": costs.get("optimizer_ms", 0.0)}
+want["B"] = want["I"] + want["W"]
+bad = []
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok: bad.append(what)
+check(m.get("backend") == "sleep", "the report says backend sleep")
+late = []
+for ev in t["traceEvents"]:
+    if ev.get("ph") != "X" or ev.get("tid") != 0: continue
+    kind = re.sub(r"^\d+|\d+$", "", ev["name"])
+    if kind not in want: continue
+    ms = ev["dur"] * 1e-3
+    late.append(ms - want[kind])
+if "stragglers" in job:  # each rank's actions are scaled: the iteration check covers them
+    check(len(late) > 0, f"{len(late)} compute actions traced (stragglers: durations scaled)")
+else:
+    check(len(late) > 0 and min(late) >= -0.01,
+          f"every compute action sleeps at least its cost (worst {min(late):+.3f} ms)")
+    late.sort()
+    check(late[len(late) // 2] < 0.5, f"median oversleep {late[len(late) // 2]:.3f} ms < 0.5 ms")
+pi, mi = p["iteration_time_ms"], m["iteration_time_ms"]
+err = (pi - mi) / mi
+check(abs(err) <= tol, f"iteration: predicted {pi:.2f} ms, measured {mi:.2f} ms, error {100 * err:+.2f}% (tolerance {100 * tol:.0f}%)")
+for g in ("pp", "dp"):
+    x, y = p["comm"]["by_group"][g], m["comm"]["by_group"][g]
+    check(x == y and (g != "pp" or x > 0), f"bytes {g}: predicted {x} measured {y}")
+print("PASS" if not bad else f"FAIL: {len(bad)} checks")
+sys.exit(1 if bad else 0)
+PY

@@ -189,6 +189,7 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   Key(e, "seed", static_cast<long long>(x.seed));
   KeyNum(e, "learning_rate", x.learning_rate);
   Key(e, "recv_window", x.recv_window);
+  if (x.threads != 1) Key(e, "threads", x.threads);  // default 1: files written before stay equal
   e << YAML::EndMap;
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

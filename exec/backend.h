@@ -47,6 +47,7 @@ struct BackendConfig {
   float learning_rate = 1e-3f;
   std::uint64_t data_seed = 1;
   double timeout_s = 300;
+  int threads = 1;  // compute threads of this rank (execution.threads)
   MPI_Comm pp_comm = MPI_COMM_NULL;
   MPI_Comm dp_comm = MPI_COMM_NULL;
   MPI_Comm tp_comm = MPI_COMM_NULL;

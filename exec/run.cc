@@ -197,6 +197,7 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.learning_rate = static_cast<float>(exe.learning_rate);
   bc.data_seed = exe.seed;
   bc.timeout_s = exe.timeout_s;
+  bc.threads = exe.threads;
   bc.pp_comm = groups.pp;
   bc.dp_comm = groups.dp;
   bc.tp_comm = groups.tp;

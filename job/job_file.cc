@@ -88,9 +88,9 @@ Status ParseCosts(const YamlFields& f, const YAML::Node& n, AbstractCosts* c) {
 }
 
 Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig* c) {
-  if (Status s = f.CheckKeys(
-          n, "execution",
-          {"steps", "warmup", "timeout_s", "seed", "learning_rate", "recv_window", "stragglers"});
+  if (Status s = f.CheckKeys(n, "execution",
+                             {"steps", "warmup", "timeout_s", "seed", "learning_rate",
+                              "recv_window", "stragglers", "threads"});
       !s) {
     return s;
   }
@@ -102,7 +102,8 @@ Status ParseExecution(const YamlFields& f, const YAML::Node& n, ExecutionConfig*
   };
   const IntField ints[] = {{"steps", 1, 100000, &c->steps},
                            {"warmup", 0, 100000, &c->warmup},
-                           {"recv_window", 1, 1 << 20, &c->recv_window}};
+                           {"recv_window", 1, 1 << 20, &c->recv_window},
+                           {"threads", 1, 1024, &c->threads}};
   for (const IntField& i : ints) {
     if (!n[i.key]) continue;
     auto v = f.Int(n[i.key], std::string("execution.") + i.key, i.min, i.max);

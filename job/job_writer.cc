@@ -190,6 +190,7 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   Key(e, "seed", static_cast<long long>(x.seed));
   KeyNum(e, "learning_rate", x.learning_rate);
   Key(e, "recv_window", x.recv_window);
+  if (x.threads != 1) Key(e, "threads", x.threads);  // default 1: files written before stay equal
   const models::Stragglers& st = c.stragglers;
   if (st.any()) {
     e << YAML::Key << "stragglers" << YAML::Value << YAML::BeginMap;

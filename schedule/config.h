@@ -40,6 +40,7 @@ struct ExecutionConfig {
   std::uint64_t seed = 1;  // synthetic data
   double learning_rate = 1e-3;
   int recv_window = 8;  // receives posted ahead, in program order
+  int threads = 1;      // compute threads per rank (the CPU backend's BLAS): ranks share cores
 };
 
 }  // namespace pipetwin

@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libeigen3-dev libopenmpi-dev openmpi-bin
       nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
       libboost-program-options-dev python3-matplotlib time zlib1g-dev python3-dev pybind11-dev
-      python3-yaml clang libclang-rt-dev)  # clang: libFuzzer for scripts/fuzz.sh
+      python3-yaml clang libclang-rt-dev libopenblas-dev)  # clang: libFuzzer for scripts/fuzz.sh
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "exec/cpu/gemm.h"
 #include "models/comm.h"
 
 namespace pipetwin::exec {
@@ -64,6 +65,7 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
              .noise = 0.0f}),
       p2p_(cfg.pp_comm, cfg.microbatches),
       dp_reduce_(cfg.dp_comm, cfg.dp, cfg.timeout_s) {
+  cpu::SetGemmThreads(cfg_.threads);  // execution.threads (default 1: ranks share the cores)
   if (cfg_.tp.size > 1) tp_coll_ = std::make_unique<MpiCollectives>(cfg_.tp_comm, cfg_.timeout_s);
   const int stages = static_cast<int>(cfg_.layers_per_stage.size());
   int first_layer = 0;

@@ -1,11 +1,13 @@
 #include "exec/cpu/layers.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
 #include <string>
 
+#include "exec/cpu/gemm.h"
 #include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
@@ -13,8 +15,9 @@ namespace pipetwin::cpu {
 namespace {
 
 using RowVecMap = Eigen::Map<Eigen::RowVectorXf>;
-using StridedMap = Eigen::Map<RowMatrix<float>, 0, Eigen::OuterStride<>>;
-using ConstStridedMap = Eigen::Map<const RowMatrix<float>, 0, Eigen::OuterStride<>>;
+
+// Query rows per block of the causal attention (the GEMMs skip blocks above the diagonal).
+constexpr Index kAttnBlock = 64;
 
 Tensor NewLike(const Tensor& like, Index rows, Index cols) {
   assert(like.accountant() != nullptr);
@@ -35,7 +38,8 @@ Tensor Copy(const Tensor& t) {
 Tensor Linear::Forward(Tensor x, Saved* s) const {
   assert(x.cols() == w_.rows);
   Tensor y = NewLike(x, x.rows(), w_.cols);
-  y.mat().noalias() = x.mat() * w_.w();
+  Gemm(Trans::kNo, Trans::kNo, x.rows(), w_.cols, w_.rows, 1.0f, x.data(), x.cols(), w_.value,
+       w_.cols, 0.0f, y.data(), y.cols());
   if (opt_.bias_in_forward) AddBias(y);
   s->x = Keep(std::move(x));
   return y;
@@ -49,14 +53,16 @@ void Linear::AddBias(Tensor& y) const {
 Tensor Linear::BackwardInput(Tensor dy, Saved* s) const {
   assert(dy.cols() == w_.cols);
   Tensor dx = NewLike(dy, dy.rows(), w_.rows);
-  dx.mat().noalias() = dy.mat() * w_.w().transpose();
+  Gemm(Trans::kNo, Trans::kYes, dy.rows(), w_.rows, w_.cols, 1.0f, dy.data(), dy.cols(), w_.value,
+       w_.cols, 0.0f, dx.data(), dx.cols());
   s->dy = Keep(std::move(dy));
   return dx;
 }
 
 void Linear::BackwardWeight(Saved* s) const {
   assert(!s->x.empty() && !s->dy.empty());
-  w_.g().noalias() += s->x.mat().transpose() * s->dy.mat();
+  Gemm(Trans::kYes, Trans::kNo, w_.rows, w_.cols, s->x.rows(), 1.0f, s->x.data(), s->x.cols(),
+       s->dy.data(), s->dy.cols(), 1.0f, w_.grad, w_.cols);
   if (!b_.empty()) {
     const Index n = opt_.bias_rows < 0 ? s->dy.rows() : opt_.bias_rows;
     RowVecMap(b_.grad, b_.cols) += s->dy.mat().middleRows(opt_.bias_row_begin, n).colwise().sum();
@@ -123,26 +129,34 @@ Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s) const {
   Tensor out = NewLike(qkv, n, hl);
   Tensor probs = NewLike(qkv, batch_ * heads_ * seq_, seq_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  const Eigen::OuterStride<> qkv_stride(batch_ * 3 * hl);
-  const Eigen::OuterStride<> out_stride(batch_ * hl);
+  const Index ld_qkv = batch_ * 3 * hl;  // row stride of one head's q, k, v
+  const Index ld_out = batch_ * hl;
+  // Row blocks of kAttnBlock queries: block [r0, r0 + rows) sees keys [0, r0 + rows) only, so
+  // the GEMMs skip the masked upper blocks (the probabilities there stay 0).
   for (Index b = 0; b < batch_; ++b) {
     for (Index hd = 0; hd < heads_; ++hd) {
-      const float* base = qkv.data() + b * 3 * hl + hd * head_dim_;
-      ConstStridedMap q(base, seq_, head_dim_, qkv_stride);
-      ConstStridedMap k(base + hl, seq_, head_dim_, qkv_stride);
-      ConstStridedMap v(base + 2 * hl, seq_, head_dim_, qkv_stride);
-      MatMap p(probs.data() + (b * heads_ + hd) * seq_ * seq_, seq_, seq_);
-      p.noalias() = q * k.transpose();
-      for (Index i = 0; i < seq_; ++i) {
-        auto row = p.row(i).head(i + 1);
-        row *= scale;
-        const float m = row.maxCoeff();
-        row = (row.array() - m).exp();
-        row /= row.sum();
-        p.row(i).tail(seq_ - i - 1).setZero();
+      const float* q = qkv.data() + b * 3 * hl + hd * head_dim_;
+      const float* k = q + hl;
+      const float* v = q + 2 * hl;
+      float* pd = probs.data() + (b * heads_ + hd) * seq_ * seq_;
+      float* o = out.data() + b * hl + hd * head_dim_;
+      MatMap p(pd, seq_, seq_);
+      for (Index r0 = 0; r0 < seq_; r0 += kAttnBlock) {
+        const Index rows = std::min(kAttnBlock, seq_ - r0);
+        const Index keys = r0 + rows;
+        // Scores scale * q k^T, then the causal softmax of each row's first i + 1 entries.
+        Gemm(Trans::kNo, Trans::kYes, rows, keys, head_dim_, scale, q + r0 * ld_qkv, ld_qkv, k,
+             ld_qkv, 0.0f, pd + r0 * seq_, seq_);
+        for (Index i = r0; i < keys; ++i) {
+          auto row = p.row(i).head(i + 1);
+          const float m = row.maxCoeff();
+          row = (row.array() - m).exp();
+          row /= row.sum();
+          p.row(i).segment(i + 1, keys - i - 1).setZero();
+        }
+        Gemm(Trans::kNo, Trans::kNo, rows, head_dim_, keys, 1.0f, pd + r0 * seq_, seq_, v, ld_qkv,
+             0.0f, o + r0 * ld_out, ld_out);
       }
-      StridedMap o(out.data() + b * hl + hd * head_dim_, seq_, head_dim_, out_stride);
-      o.noalias() = p * v;
     }
   }
   s->qkv = Keep(std::move(qkv));
@@ -156,29 +170,47 @@ Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   assert(dout.rows() == n && dout.cols() == hl);
   Tensor dqkv = NewLike(dout, n, 3 * hl);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  const Eigen::OuterStride<> qkv_stride(batch_ * 3 * hl);
-  const Eigen::OuterStride<> out_stride(batch_ * hl);
+  const Index ld_qkv = batch_ * 3 * hl;
+  const Index ld_out = batch_ * hl;
   RowMatrix<float> dp(seq_, seq_);
+  // The forward's row blocks: block [r0, r0 + rows) touches keys [0, r0 + rows) only. dK and
+  // dV accumulate over the blocks into dqkv, which starts zero-filled (Buffer).
   for (Index b = 0; b < batch_; ++b) {
     for (Index hd = 0; hd < heads_; ++hd) {
       const Index off = b * 3 * hl + hd * head_dim_;
-      ConstStridedMap q(s->qkv.data() + off, seq_, head_dim_, qkv_stride);
-      ConstStridedMap k(s->qkv.data() + off + hl, seq_, head_dim_, qkv_stride);
-      ConstStridedMap v(s->qkv.data() + off + 2 * hl, seq_, head_dim_, qkv_stride);
-      StridedMap dq(dqkv.data() + off, seq_, head_dim_, qkv_stride);
-      StridedMap dk(dqkv.data() + off + hl, seq_, head_dim_, qkv_stride);
-      StridedMap dv(dqkv.data() + off + 2 * hl, seq_, head_dim_, qkv_stride);
-      ConstStridedMap dout_bh(dout.data() + b * hl + hd * head_dim_, seq_, head_dim_, out_stride);
-      ConstMatMap p(s->probs.data() + (b * heads_ + hd) * seq_ * seq_, seq_, seq_);
-      dv.noalias() = p.transpose() * dout_bh;
-      dp.noalias() = dout_bh * v.transpose();
-      // dS = P * (dP - rowsum(dP * P)), scaled back through the 1/sqrt(d) of the scores.
-      for (Index i = 0; i < seq_; ++i) {
-        const float dot = p.row(i).dot(dp.row(i));
-        dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dot) * scale).matrix();
+      const float* q = s->qkv.data() + off;
+      const float* k = q + hl;
+      const float* v = q + 2 * hl;
+      float* dq = dqkv.data() + off;
+      float* dk = dq + hl;
+      float* dv = dq + 2 * hl;
+      const float* dout_bh = dout.data() + b * hl + hd * head_dim_;
+      const float* pd = s->probs.data() + (b * heads_ + hd) * seq_ * seq_;
+      ConstMatMap p(pd, seq_, seq_);
+      for (Index r0 = 0; r0 < seq_; r0 += kAttnBlock) {
+        const Index rows = std::min(kAttnBlock, seq_ - r0);
+        const Index keys = r0 + rows;
+        const float* pr = pd + r0 * seq_;
+        float* dpr = dp.data() + r0 * seq_;
+        const float* dor = dout_bh + r0 * ld_out;
+        // dV[0, keys) += P[block, 0:keys]^T dOut[block]; dP[block] = dOut[block] V[0:keys]^T.
+        Gemm(Trans::kYes, Trans::kNo, keys, head_dim_, rows, 1.0f, pr, seq_, dor, ld_out, 1.0f, dv,
+             ld_qkv);
+        Gemm(Trans::kNo, Trans::kYes, rows, keys, head_dim_, 1.0f, dor, ld_out, v, ld_qkv, 0.0f,
+             dpr, seq_);
+        // dS = P * (dP - rowsum(dP * P)), scaled back through the 1/sqrt(d) of the scores.
+        for (Index i = r0; i < keys; ++i) {
+          auto dpi = dp.row(i).head(keys);
+          const auto pi = p.row(i).head(keys);
+          const float dot = pi.dot(dpi);
+          dpi = (pi.array() * (dpi.array() - dot) * scale).matrix();
+        }
+        // dQ[block] = dS[block, 0:keys] K[0:keys]; dK[0, keys) += dS[block, 0:keys]^T Q[block].
+        Gemm(Trans::kNo, Trans::kNo, rows, head_dim_, keys, 1.0f, dpr, seq_, k, ld_qkv, 0.0f,
+             dq + r0 * ld_qkv, ld_qkv);
+        Gemm(Trans::kYes, Trans::kNo, keys, head_dim_, rows, 1.0f, dpr, seq_, q + r0 * ld_qkv,
+             ld_qkv, 1.0f, dk, ld_qkv);
       }
-      dq.noalias() = dp * k;
-      dk.noalias() = dp.transpose() * q;
     }
   }
   s->qkv.Reset();
@@ -194,14 +226,30 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 }  // namespace
 
+// Eigen's packet tanh (a rational approximation, vectorised; no errno) over flat arrays. The
+// cubic sees x clamped to [-20, 20]: tanh is exactly ±1 in float well before (u(10) > 13), so
+// nothing changes there, and x^3 cannot overflow into inf * 0 in the derivative.
+constexpr float kGeluClamp = 20.0f;
+
+void GeluForward(const float* x, float* y, Index n) {
+  const auto v = Eigen::Map<const Eigen::ArrayXf>(x, n);
+  const auto vc = v.max(-kGeluClamp).min(kGeluClamp);
+  Eigen::Map<Eigen::ArrayXf>(y, n) =
+      0.5f * v * (1.0f + (kGeluC * (vc + kGeluA * vc * vc * vc)).tanh());
+}
+
+void GeluBackward(const float* x, const float* dy, float* dx, Index n) {
+  const auto v = Eigen::Map<const Eigen::ArrayXf>(x, n);
+  const auto vc = v.max(-kGeluClamp).min(kGeluClamp);
+  auto t = Eigen::Map<Eigen::ArrayXf>(dx, n);
+  t = (kGeluC * (vc + kGeluA * vc * vc * vc)).tanh();  // dx holds tanh(u) for the next pass
+  t = Eigen::Map<const Eigen::ArrayXf>(dy, n) *
+      (0.5f * (1.0f + t) + 0.5f * vc * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * vc * vc));
+}
+
 Tensor Gelu::Forward(Tensor x, Saved* s) const {
   Tensor y = NewLike(x, x.rows(), x.cols());
-  const float* in = x.data();
-  float* out = y.data();
-  for (Index i = 0; i < x.size(); ++i) {
-    const float v = in[i];
-    out[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
-  }
+  GeluForward(x.data(), y.data(), x.size());
   s->x = Keep(std::move(x));
   return y;
 }
@@ -209,14 +257,7 @@ Tensor Gelu::Forward(Tensor x, Saved* s) const {
 Tensor Gelu::BackwardInput(const Tensor& dy, Saved* s) const {
   assert(dy.size() == s->x.size());
   Tensor dx = NewLike(dy, dy.rows(), dy.cols());
-  const float* in = s->x.data();
-  for (Index i = 0; i < dy.size(); ++i) {
-    const float v = in[i];
-    const float t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
-    const float d =
-        0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx.data()[i] = dy.data()[i] * d;
-  }
+  GeluBackward(s->x.data(), dy.data(), dx.data(), dy.size());
   s->x.Reset();
   return dx;
 }

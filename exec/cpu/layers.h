@@ -114,7 +114,15 @@ class CausalSelfAttention {
   Index head_dim_ = 0;
 };
 
-// GeLU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GeLU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with tanh
+// evaluated by Eigen's vectorised rational approximation (no libm call, no errno). Against the
+// same formula in double precision: |error| <= 4e-7 * max(1, |x|) for GeLU(x) and 2e-6 *
+// max(1, |x|) for its derivative (test: CpuKernels.GeluErrorBound, [-12, 12] in steps of 2^-12
+// and far-out values up to ±1e30; measured 1.6e-7 and 7.3e-7 with AVX2 + FMA).
+void GeluForward(const float* x, float* y, Index n);
+// dx = dy * GeLU'(x).
+void GeluBackward(const float* x, const float* dy, float* dx, Index n);
+
 class Gelu {
  public:
   struct Saved {

@@ -130,6 +130,8 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
               {"parallel.pp", "given twice"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + costs + "---\nschedule: gpipe\n",
               {"one YAML document"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nexecution: {threads: 0}\n" + costs,
+              {"job.yaml:3:", "execution.threads", "[1, 1024]", "got '0'"});
 }
 
 TEST(Job, InterleavedNeedsAMultipleOfPp) {
@@ -286,6 +288,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
                            .cv = 0.03};
+  c.execution.threads = 3;
   const std::string text = WriteJobConfig(c, "round trip");
   auto c2 = ParseJobConfig(text, path);
   ASSERT_TRUE(c2.ok()) << c2.error().message << "\n" << text;
@@ -298,6 +301,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->cluster.dp_reduction, models::ClusterConfig::DpReduction::kRing);
   EXPECT_EQ(c2->cluster.variability.distribution, models::Variability::Distribution::kLognormal);
   EXPECT_EQ(c2->cluster.variability.cv, 0.03);
+  EXPECT_EQ(c2->execution.threads, 3);
 }
 
 }  // namespace

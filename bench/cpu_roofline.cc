@@ -1,0 +1,208 @@
+// The CPU backend against the core it runs on: the attainable fp32 GEMM rate (a 512 x 512 x
+// 2048 product, OpenBLAS and Eigen), the memory bandwidth (a STREAM-style triad), and the rate
+// each action kind (F, I, W) of a GEMM-bound pipeline stage achieves, as a fraction of the
+// better GEMM rate measured in the same run.
+//
+//   cmake --preset default && cmake --build --preset default --target cpu_roofline
+//   build/default/bench/cpu_roofline
+//
+// One thread (the CPU backend's default, execution.threads = 1). The stage is 4 transformer
+// blocks of the issue-17 model (hidden 512, ffn 2048, 8 heads, seq 256, micro-batch 2): a middle
+// stage of bench/jobs/gemm-bound-pp2.yaml without its embedding or head. FLOPs are the cost
+// model's (models/layer_costs.h, Narayanan et al.: the attention core counted whole, as the
+// backend computes it). Counters: GFLOP/s over wall-clock time, GFLOP/s_cpu over this thread's
+// CPU time (what the core did while the thread held it: the machine may be shared), and
+// of_attainable = GFLOP/s_cpu over attainable_GFLOP/s_cpu, the better of OpenBLAS and Eigen on
+// the 512 x 512 x 2048 GEMM (best of 5 each, thread CPU time), measured once per run before the
+// first action.
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "exec/cpu/chunk.h"
+#include "exec/cpu/gemm.h"
+#include "models/layer_costs.h"
+#include "models/model.h"
+
+namespace pipetwin {
+namespace {
+
+// C[m, n] = A[m, k] B[k, n] with m = 512 tokens, k = 512, n = 2048 (fc1 of the model above).
+constexpr cpu::Index kM = 512, kK = 512, kN = 2048;
+constexpr double kGemmFlops = 2.0 * kM * kN * kK;
+
+struct GemmOperands {
+  std::vector<float> a, b, c;
+  GemmOperands() : a(kM * kK), b(kK * kN), c(kM * kN, 0.0f) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = cpu::NormalFromKey(i);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = cpu::NormalFromKey(i + a.size());
+  }
+};
+
+// This thread's CPU time in seconds.
+double ThreadSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Thread CPU seconds of one product.
+double GemmSeconds(bool eigen, GemmOperands& g) {
+  const double t0 = ThreadSeconds();
+  (eigen ? cpu::EigenGemm : cpu::Gemm)(cpu::Trans::kNo, cpu::Trans::kNo, kM, kN, kK, 1.0f,
+                                       g.a.data(), kK, g.b.data(), kN, 0.0f, g.c.data(), kN);
+  return ThreadSeconds() - t0;
+}
+
+void GemmBench(benchmark::State& state, bool eigen) {
+  cpu::SetGemmThreads(1);
+  GemmOperands g;
+  double cpu = 0;
+  for (auto _ : state) {
+    cpu += GemmSeconds(eigen, g);
+    benchmark::DoNotOptimize(g.c.data());
+  }
+  const double flops = kGemmFlops * static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s_cpu"] = flops * 1e-9 / cpu;
+  state.SetLabel(eigen ? "Eigen, this build's flags" : cpu::GemmLibrary());
+}
+void BM_GemmOpenBLAS(benchmark::State& state) { GemmBench(state, false); }
+void BM_GemmEigen(benchmark::State& state) { GemmBench(state, true); }
+BENCHMARK(BM_GemmOpenBLAS)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_GemmEigen)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Triad a = b + s c over 3 x 64 MiB (far beyond the caches); 12 bytes per element moved.
+void BM_MemoryTriad(benchmark::State& state) {
+  const std::size_t n = std::size_t{16} << 20;
+  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+  double cpu = 0;
+  for (auto _ : state) {
+    const double t0 = ThreadSeconds();
+    float* pa = a.data();
+    const float* pb = b.data();
+    const float* pc = c.data();
+    for (std::size_t i = 0; i < n; ++i) pa[i] = pb[i] + 0.5f * pc[i];
+    benchmark::DoNotOptimize(a.data());
+    benchmark::ClobberMemory();
+    cpu += ThreadSeconds() - t0;
+  }
+  const double gb = 12.0 * static_cast<double>(n) * 1e-9 * static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
+  state.counters["GB/s_cpu"] = gb / cpu;
+}
+BENCHMARK(BM_MemoryTriad)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// The better of OpenBLAS and Eigen on the 512 x 512 x 2048 GEMM: best of 5 each, in GFLOP/s
+// of thread CPU time.
+double AttainableGflops() {
+  static const double rate = [] {
+    cpu::SetGemmThreads(1);
+    GemmOperands g;
+    double best = 1e30;
+    for (const bool eigen : {false, true}) {
+      GemmSeconds(eigen, g);  // warm up
+      for (int i = 0; i < 5; ++i) best = std::min(best, GemmSeconds(eigen, g));
+    }
+    return kGemmFlops / best * 1e-9;
+  }();
+  return rate;
+}
+
+cpu::ModelConfig StageModel() {
+  return cpu::ModelConfig{.layers = 8,
+                          .hidden = 512,
+                          .ffn_hidden = 2048,
+                          .heads = 8,
+                          .vocab = 256,
+                          .seq_len = 256,
+                          .micro_batch = 2};
+}
+
+// The cost model's FLOPs of one microbatch through `layers` blocks of StageModel().
+models::LayerFlops StageFlops(const cpu::ModelConfig& g, int layers) {
+  models::ModelConfig m;
+  m.layers = g.layers;
+  m.hidden = g.hidden;
+  m.ffn_hidden = g.ffn_hidden;
+  m.heads = g.heads;
+  m.kv_heads = g.heads;
+  m.vocab = g.vocab;
+  m.seq_len = g.seq_len;
+  models::LayerFlops f = models::DecoderLayerFlops(m, g.micro_batch, models::Sharding{});
+  f.gemm *= layers;
+  f.attention *= layers;
+  return f;
+}
+
+enum Kind : std::int64_t { kF = 0, kI = 1, kW = 2 };
+
+// One action kind on a middle stage of 4 blocks: each iteration runs F, I and W of one
+// microbatch; only the kind under test is timed.
+void BM_StageAction(benchmark::State& state) {
+  const auto kind = static_cast<Kind>(state.range(0));
+  const double attainable = AttainableGflops();
+  cpu::SetGemmThreads(1);
+  const cpu::ModelConfig model = StageModel();
+  const int layers = 4;
+  cpu::Accountant acc;
+  cpu::Chunk stage(
+      model, cpu::ChunkSpec{.first_layer = 2, .num_layers = layers, .first = false, .last = false},
+      cpu::TpConfig{}, acc);
+  std::vector<float> input(stage.activation_size()), output(stage.activation_size());
+  std::vector<float> grad_out(stage.activation_size()), grad_in(stage.activation_size());
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    input[i] = cpu::NormalFromKey(i);
+    grad_out[i] = 1e-3f * cpu::NormalFromKey(i + input.size());
+  }
+  using Clock = std::chrono::steady_clock;
+  std::int64_t mb = 0;
+  double wall = 0, cpu = 0;
+  for (auto _ : state) {
+    if (kind != kF) {  // what the action under test needs, untimed
+      stage.Forward(mb, {.input = input, .output = output});
+      if (kind == kW) stage.BackwardInput(mb, grad_out, grad_in);
+    }
+    const auto w0 = Clock::now();
+    const double c0 = ThreadSeconds();
+    if (kind == kF) stage.Forward(mb, {.input = input, .output = output});
+    if (kind == kI) stage.BackwardInput(mb, grad_out, grad_in);
+    if (kind == kW) stage.BackwardWeight(mb);
+    const double dc = ThreadSeconds() - c0;
+    const double dw = std::chrono::duration<double>(Clock::now() - w0).count();
+    state.SetIterationTime(dw);
+    wall += dw;
+    cpu += dc;
+    if (kind == kF) stage.BackwardInput(mb, grad_out, grad_in);  // finish the microbatch
+    if (kind != kW) stage.BackwardWeight(mb);
+    ++mb;
+  }
+  const models::LayerFlops f = StageFlops(model, layers);
+  const double gflop = (kind == kF   ? f.F()
+                        : kind == kI ? f.I()
+                                     : f.W()) *
+                       1e-9 * static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = gflop / wall;
+  state.counters["GFLOP/s_cpu"] = gflop / cpu;
+  state.counters["attainable_GFLOP/s_cpu"] = attainable;
+  state.counters["of_attainable"] = gflop / cpu / attainable;
+  state.SetLabel(kind == kF ? "F" : kind == kI ? "I" : "W");
+}
+BENCHMARK(BM_StageAction)
+    ->ArgName("kind")
+    ->Arg(kF)
+    ->Arg(kI)
+    ->Arg(kW)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->MinTime(2.0);
+
+}  // namespace
+}  // namespace pipetwin
+
+BENCHMARK_MAIN();

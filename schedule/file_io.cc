@@ -174,6 +174,36 @@ Status CheckOutputPath(const std::string& path, const std::string& option) {
   return OkStatus();
 }
 
+Status CheckOutputDir(const std::string& dir, const std::string& option) {
+  if (dir.empty()) return Error::BadInput(option + ": the output folder is empty");
+  namespace fs = std::filesystem;
+  // The folder itself, else its nearest ancestor that exists: what the writes will go into.
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename() && p.has_relative_path()) p = p.parent_path();  // "out/"
+  for (;;) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+      const std::string where = p == fs::path(dir) ? dir : dir + ": " + p.string();
+      if (!S_ISDIR(st.st_mode)) {
+        return Error::BadInput(option + ": " + where + " exists and is not a directory");
+      }
+      if (::access(p.c_str(), W_OK | X_OK) != 0) {
+        return Error::BadInput(option + ": " + where + " is not a writable directory");
+      }
+      return OkStatus();
+    }
+    const int err = errno;
+    if (err != ENOENT) {
+      return Error::BadInput(option + ": " + dir + ": cannot use " + p.string() + " (" +
+                             ErrnoText(err) + ")");
+    }
+    fs::path up = p.parent_path();
+    if (up.empty()) up = ".";
+    if (up == p) return Error::BadInput(option + ": " + dir + ": no existing folder holds it");
+    p = up;
+  }
+}
+
 bool SamePath(const std::string& a, const std::string& b) {
   struct stat sa {};
   struct stat sb {};

@@ -44,6 +44,11 @@ Status CommitTemp(const std::string& tmp, const std::string& path);
 // is writable, and it is not a directory itself. `option` names the flag in the message.
 Status CheckOutputPath(const std::string& path, const std::string& option);
 
+// Checks, before any work, that `dir` can hold a command's output files: an existing writable
+// directory, or a path to be created whose nearest existing ancestor is a writable directory
+// (no part of it an existing file). `option` names the flag in the message.
+Status CheckOutputDir(const std::string& dir, const std::string& option);
+
 // True when both paths name the same file (same device and inode), or, where either does not
 // exist yet, the same lexically normalised absolute path.
 bool SamePath(const std::string& a, const std::string& b);

@@ -14,6 +14,7 @@
 #include "schedule/csv.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "sim/simulate.h"
 
 namespace pipetwin {
 namespace {
@@ -126,14 +127,19 @@ int CmdRun(int argc, char** argv) {
   bool help = false;
   auto args = ParseRun(argc, argv, &help);
   if (args && help) return 0;
-  // Before MPI starts: this process may become pipetwin-cuda.
-  if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  // Before MPI starts: this process may become pipetwin-cuda (only with arguments that are
+  // valid: bad ones are reported here, exit 2, whatever the backend).
+  if (args) {
+    if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
   // Bad input is the same on every rank: rank 0 says it once.
   if (!args) return mpi.Abort(args.error(), rank == 0);
   auto job = LoadJob(args->job);
   if (!job) return mpi.Abort(job.error(), rank == 0);
+  // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
+  if (auto t = SizeRunTimeout(*job); !t) return mpi.Abort(t.error(), rank == 0);
   Expected<exec::RunResult> res = Error::Failure("not run");
   std::string profile_yaml;
   try {

@@ -135,7 +135,7 @@ for cmd in "run --report" "calibrate --out"; do
   out=$("$dir/solo/pipetwin" "$1" "$src/examples/schedules/1f1b.yaml" --backend cuda \
     "$2" "$dir/no/such/out" 2>&1)
   rc=$?
-  [ "$rc" -eq 2 ] && grep -q "$2: .*/no/such/out: the directory .* does not exist" <<<"$out" \
+  [ "$rc" -eq 2 ] && grep -q -- "$2: .*/no/such/out: the directory .* does not exist" <<<"$out" \
     && echo "ok: $cmd --backend cuda with bad arguments -> 2" \
     || { echo "FAIL: $cmd --backend cuda with bad arguments -> $rc: $out"; fail=1; }
 done

@@ -10,7 +10,9 @@
 // skipped. Words that could leave the sandbox (an absolute path, "..") are skipped too: the
 // target writes files wherever argv says.
 //
-//   scripts/fuzz.sh 60 fuzz_cli     # or: build/fuzz/fuzz/fuzz_cli CORPUS_DIR
+// The target changes its working directory to the sandbox: give libFuzzer absolute paths.
+//
+//   scripts/fuzz.sh 60 fuzz_cli     # or: build/fuzz/fuzz/fuzz_cli $PWD/CORPUS_DIR
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -44,8 +44,9 @@ for t in "${targets[@]}"; do
   extra=()
   # The command line prints a message per bad argv: the target's stderr is closed.
   [ "$t" = fuzz_cli ] && extra=(-close_fd_mask=2 -max_len=4096)
-  if ! "$out/fuzz/$t" "$out/corpus/$t" -max_total_time="$secs" -rss_limit_mb=1024 \
-    -timeout=20 -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/crashes/$t-" \
+  # Absolute paths: fuzz_cli changes its working directory (to its sandbox).
+  if ! "$PWD/$out/fuzz/$t" "$PWD/$out/corpus/$t" -max_total_time="$secs" -rss_limit_mb=1024 \
+    -timeout=20 -max_len=65536 -print_final_stats=1 -artifact_prefix="$PWD/$out/crashes/$t-" \
     "${extra[@]}" 2>"$out/$t.log"; then
     echo "FAIL: $t (see $out/$t.log and $out/crashes/)"
     tail -40 "$out/$t.log"

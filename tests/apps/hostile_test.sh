@@ -149,6 +149,24 @@ else
   echo "FAIL: csv:/etc/passwd -> $rc: $out"; fail=1
 fi
 
+# 13: a run stopped by SIGTERM (or Ctrl-C) while it writes a trace (megatron-1t: 79 MB, about
+# 1.4 s) leaves the old file as it was and no partial temporary beside it.
+mkdir -p "$dir/kill"
+echo keep > "$dir/kill/t.json"
+"$bin" simulate "$src/examples/models/megatron-1t.yaml" --trace "$dir/kill/t.json" >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+left=$(ls "$dir/kill" | grep -v '^t.json$')
+if [ -z "$left" ] && { [ "$rc" -eq 0 ] || [ "$(cat "$dir/kill/t.json")" = keep ]; }; then
+  echo "ok: SIGTERM while writing (exit $rc): target intact, no temporary left"
+else
+  echo "FAIL: SIGTERM while writing (exit $rc): left [$left], t.json starts $(head -c 20 "$dir/kill/t.json")"
+  fail=1
+fi
+
 rm -rf "$dir"
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

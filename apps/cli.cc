@@ -1,5 +1,6 @@
 #include "apps/cli.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "schedule/file_io.h"
@@ -107,6 +108,27 @@ Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outp
         return Error::BadInput(option + ": " + path + " is also the output of " + outputs[j].first +
                                "; every output needs its own file");
       }
+    }
+  }
+  return OkStatus();
+}
+
+Status CheckOutputFolder(const std::string& option, const std::string& dir,
+                         const std::vector<std::pair<std::string, std::string>>& files,
+                         const std::vector<std::string>& inputs) {
+  if (Status s = CheckOutputDir(dir, option); !s) return s;
+  for (const auto& [name, source] : files) {
+    const std::string path = dir + "/" + name;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return Error::BadInput(option + ": " + path + " is a directory; this command writes a " +
+                             "file of that name");
+    }
+    for (const std::string& in : inputs) {
+      if (in.empty() || !SamePath(path, in)) continue;
+      if (!source.empty() && SamePath(source, in)) continue;  // its own copy: left as it is
+      return Error::BadInput(option + ": " + path + ", which this command writes, is its input " +
+                             in + "; choose another folder");
     }
   }
   return OkStatus();

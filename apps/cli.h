@@ -55,6 +55,13 @@ Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
 Status CheckOutputs(const std::vector<std::pair<std::string, std::string>>& outputs,
                     const std::vector<std::string>& inputs);
 
+// Checks an output folder before any work: `dir` can be written or created (CheckOutputDir),
+// and no file the command writes in it is an input. `files` holds {name in dir, source}: the
+// source is the input that file is a copy of (it may be that input itself), or empty.
+Status CheckOutputFolder(const std::string& option, const std::string& dir,
+                         const std::vector<std::pair<std::string, std::string>>& files,
+                         const std::vector<std::string>& inputs);
+
 // Prints "pipetwin: MESSAGE" on stderr; returns the error's exit status.
 int Fail(const Error& e);
 

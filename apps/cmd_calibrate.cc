@@ -11,6 +11,7 @@
 #include "exec/mpi_session.h"
 #include "job/job.h"
 #include "schedule/csv.h"
+#include "sim/simulate.h"
 
 namespace pipetwin {
 namespace {
@@ -66,14 +67,19 @@ int CmdCalibrate(int argc, char** argv) {
   bool help = false;
   auto args = ParseCalibrate(argc, argv, &help);
   if (args && help) return 0;
-  // Before MPI starts: this process may become pipetwin-cuda.
-  if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  // Before MPI starts: this process may become pipetwin-cuda (only with arguments that are
+  // valid: bad ones are reported here, exit 2, whatever the backend).
+  if (args) {
+    if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
   // A failure on any rank stops every rank; bad input, the same everywhere, is said once.
   if (!args) return mpi.Abort(args.error(), rank == 0);
   auto job = LoadJob(args->job);
   if (!job) return mpi.Abort(job.error(), rank == 0);
+  // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
+  if (auto t = SizeRunTimeout(*job); !t) return mpi.Abort(t.error(), rank == 0);
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
   try {
     res = exec::Calibrate(*job, args->opts);

@@ -34,6 +34,17 @@ int CmdCompare(int argc, char** argv) {
   r.measured_trace = a->Get("measured-trace");
   r.title = a->Get("title");
   if (r.dir.empty()) return Fail(Error::BadInput("compare: --out DIR is required"));
+  if (Status s = CheckOutputFolder("--out", r.dir,
+                                   {{"errors.md", ""},
+                                    {"errors.csv", ""},
+                                    {"predicted.json", r.predicted},
+                                    {"measured.json", r.measured},
+                                    {"predicted.trace.json", r.predicted_trace},
+                                    {"measured.trace.json", r.measured_trace}},
+                                   {r.predicted, r.measured, r.predicted_trace, r.measured_trace});
+      !s) {
+    return Fail(s.error());
+  }
   if (a->Has("tolerance")) {
     auto tol = workflow::ParseTolerance(a->Get("tolerance"));
     if (!tol) return Fail(tol.error());

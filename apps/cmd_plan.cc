@@ -30,6 +30,13 @@ Expected<int> PositiveInt(const Args& a, const char* option, int fallback) {
   return x;
 }
 
+// The file name of the i-th best layout under --emit-jobs (1-based): top01.yaml.
+std::string TopJobName(int i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "top%02d.yaml", i);
+  return name;
+}
+
 }  // namespace
 
 int CmdPlan(int argc, char** argv) {
@@ -52,7 +59,27 @@ int CmdPlan(int argc, char** argv) {
   if (!top) return Fail(top.error());
   auto threads = PositiveInt(*a, "threads", 0);
   if (!threads) return Fail(threads.error());
-  auto plan = ReadPlanFile(a->positional[0]);
+  // Every output checked before the search: none is the plan file or another output.
+  const std::string plan_path = a->positional[0];
+  std::string csv = a->Get("csv");
+  const std::string csv_option = csv.empty() && a->Has("plot") ? "--plot" : "--csv";
+  if (csv.empty() && a->Has("plot")) csv = a->Get("plot") + ".csv";
+  if (Status s = CheckOutputs(
+          {{"--report", a->Get("report")}, {csv_option, csv}, {"--plot", a->Get("plot")}},
+          {plan_path});
+      !s) {
+    return Fail(s.error());
+  }
+  if (a->Has("emit-jobs")) {
+    std::vector<std::pair<std::string, std::string>> files;
+    for (int i = 1; i <= *top; ++i) files.emplace_back(TopJobName(i), "");
+    if (Status s = CheckOutputFolder("--emit-jobs", a->Get("emit-jobs"), files,
+                                     {plan_path, a->Get("report"), csv, a->Get("plot")});
+        !s) {
+      return Fail(s.error());
+    }
+  }
+  auto plan = ReadPlanFile(plan_path);
   if (!plan) return Fail(plan.error());
   auto res = RunPlan(*plan, {.top = *top, .threads = *threads});
   if (!res) return Fail(res.error());
@@ -60,8 +87,6 @@ int CmdPlan(int argc, char** argv) {
   if (a->Has("report")) {
     if (Status s = WriteFileAtomic(a->Get("report"), PlanToJson(*res)); !s) return Fail(s.error());
   }
-  std::string csv = a->Get("csv");
-  if (csv.empty() && a->Has("plot")) csv = a->Get("plot") + ".csv";
   if (!csv.empty()) {
     if (Status s = WriteFileAtomic(csv, PlanCsv(*res)); !s) return Fail(s.error());
   }
@@ -71,8 +96,7 @@ int CmdPlan(int argc, char** argv) {
     std::filesystem::create_directories(dir, ec);
     if (ec) return Fail(Error::Failure("--emit-jobs: cannot create " + dir + ": " + ec.message()));
     for (std::size_t i = 0; i < res->top.size(); ++i) {
-      char name[32];
-      std::snprintf(name, sizeof name, "/top%02zu.yaml", i + 1);
+      const std::string name = "/" + TopJobName(static_cast<int>(i) + 1);
       const PlanRow& r = res->top[i].row;
       char comment[160];
       std::snprintf(comment, sizeof comment,

@@ -15,6 +15,7 @@
 #include "schedule/report.h"
 #include "schedule/trace.h"
 #include "sim/profile.h"
+#include "sim/simulate.h"
 
 namespace pipetwin {
 namespace {
@@ -137,8 +138,11 @@ int CmdRun(int argc, char** argv) {
   bool help = false;
   auto args = ParseRun(argc, argv, &help);
   if (args && help) return 0;
-  // Before MPI starts: this process may become pipetwin-cuda.
-  if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  // Before MPI starts: this process may become pipetwin-cuda (only with arguments that are
+  // valid: bad ones are reported here, exit 2, whatever the backend).
+  if (args) {
+    if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
   // Bad input is the same on every rank: rank 0 says it once.
@@ -150,6 +154,8 @@ int CmdRun(int argc, char** argv) {
     if (!profile) return mpi.Abort(profile.error(), rank == 0);
     args->opts.compute_ms = std::move(profile->medians);
   }
+  // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
+  if (auto t = SizeRunTimeout(*job); !t) return mpi.Abort(t.error(), rank == 0);
   Expected<exec::RunResult> res = Error::Failure("not run");
   std::string profile_yaml;
   try {

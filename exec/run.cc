@@ -141,6 +141,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world) 
                           "(a calibration step before each measured step), got " +
                           std::to_string(exe.steps));
   }
+  if (!(exe.timeout_s > 0)) {
+    return Error::Failure(job.path() +
+                          ": execution.timeout_s is not set (the caller sizes it from the "
+                          "predicted step: SizeRunTimeout in sim/simulate.h)");
+  }
   if (!BackendRegistered(opts.backend)) {
     std::string known;
     for (const std::string& n : RegisteredBackends()) known += (known.empty() ? "" : " or ") + n;

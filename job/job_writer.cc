@@ -186,7 +186,7 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   e << YAML::Key << "execution" << YAML::Value << YAML::Flow << YAML::BeginMap;
   Key(e, "steps", x.steps);
   Key(e, "warmup", x.warmup);
-  KeyNum(e, "timeout_s", x.timeout_s);
+  if (x.timeout_s > 0) KeyNum(e, "timeout_s", x.timeout_s);  // 0: sized by `run`
   Key(e, "seed", static_cast<long long>(x.seed));
   KeyNum(e, "learning_rate", x.learning_rate);
   Key(e, "recv_window", x.recv_window);

@@ -1,4 +1,5 @@
 // resolve.cc — step 2 of job.h: a typed JobConfig to a ResolvedJob.
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -156,6 +157,21 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   auto m = Microbatches(config);
   if (!m) return m.error();
   job.microbatches = *m;
+  // A cluster whose node count was left out is just large enough for this layout.
+  models::ClusterConfig& cl = config.cluster;
+  if (!cl.nodes_given) {
+    const int world = config.parallel.WorldSize();
+    cl.nodes = std::max(1, (world + cl.gpus_per_node - 1) / cl.gpus_per_node);
+  }
+  // The cheap consistency checks (the cluster holds the ranks, tp divides the heads, the
+  // layers split over the stages) before anything large is built or priced: a job both wrong
+  // and huge fails at once, with the message about what is wrong.
+  if (config.has_model && !config.costs) {
+    const int stages = config.IsCsvSchedule() ? 0 : config.parallel.pp * config.parallel.vpp;
+    if (Status s = models::CheckCostInputs(CostInputsOf(config, job.microbatches), stages); !s) {
+      return Error::BadInput(config.source.Where("model") + ": " + s.error().message);
+    }
+  }
   // Before any schedule is built: its size is bounded (a CSV checks its own numbers).
   const long long actions =
       static_cast<long long>(config.parallel.pp) * config.parallel.vpp * job.microbatches * 4;
@@ -170,12 +186,6 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   }
   if (config.costs) {
     if (Status s = CheckAbstractStepTime(config, job.microbatches); !s) return s.error();
-  }
-  // A cluster whose node count was left out is just large enough for this layout.
-  models::ClusterConfig& cl = config.cluster;
-  if (!cl.nodes_given) {
-    const int world = config.parallel.WorldSize();
-    cl.nodes = std::max(1, (world + cl.gpus_per_node - 1) / cl.gpus_per_node);
   }
 
   ScheduleRequest req;

@@ -198,7 +198,7 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages) {
 namespace {
 
 // Phase 1: the cluster holds the job, the model and its sharding are consistent; returns the
-// layers of each stage.
+// layers of each stage (none when num_stages is 0: not known yet).
 Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   const ParallelConfig& par = in.parallel;
   if (in.cluster.world_size() < par.WorldSize()) {
@@ -208,8 +208,19 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   }
   if (Status s = CheckModel(in.model); !s) return s.error();
   if (Status s = CheckSharding(par, in.model); !s) return s.error();
+  if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);
 }
+
+}  // namespace
+
+Status CheckCostInputs(const CostInputs& inputs, int num_stages) {
+  auto split = CheckInputs(inputs, num_stages);
+  if (!split) return split.error();
+  return OkStatus();
+}
+
+namespace {
 
 // Phase 2: the job-wide fields, copied from the inputs or derived from them.
 JobCosts JobHeader(const CostInputs& in) {

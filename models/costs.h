@@ -119,6 +119,12 @@ struct CostInputs {
 };
 Expected<JobCosts> BuildJobCosts(const CostInputs& inputs, int num_stages);
 
+// The checks of BuildJobCosts that need no schedule and take no time: the cluster holds the
+// ranks, the model is valid, tp and cp divide what they shard and the layers split over
+// `num_stages` (0: not known yet, e.g. a CSV schedule; not checked). ResolveJob runs them
+// before it builds the schedule, so that a job both inconsistent and huge fails at once.
+Status CheckCostInputs(const CostInputs& inputs, int num_stages);
+
 // The number of layers of each stage: `model.layers_per_stage` when given (length
 // num_stages, sum layers), else an even split (an error when it does not divide).
 Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);

@@ -31,9 +31,28 @@ std::string Action::ToString() const {
   return out;
 }
 
+namespace {
+
+// A cell shown in a message: itself (quoted) when it could be a mistyped action, a short run
+// of letters, digits and '_'; otherwise only its length. A `csv:` path may name any readable
+// file (csv:/etc/passwd): its first line is not echoed.
+std::string ShowCell(std::string_view text) {
+  bool action_like = text.size() <= 24;
+  for (const char c : text) {
+    action_like = action_like && ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+                                  (c >= 'a' && c <= 'z') || c == '_');
+  }
+  if (action_like) return Quoted(text);
+  return "of " + std::to_string(text.size()) +
+         " characters (not shown: not made of letters, "
+         "digits and '_' only, or longer than 24)";
+}
+
+}  // namespace
+
 Expected<Action> Action::Parse(std::string_view text) {
   auto fail = [&](std::string_view why) {
-    return Error::BadInput("bad action " + Quoted(text) + ": " + std::string(why) +
+    return Error::BadInput("bad action " + ShowCell(text) + ": " + std::string(why) +
                            " (allowed: <stage><KIND><microbatch> with KIND one of F, B, I, W, "
                            "SEND_F, RECV_F, SEND_B, RECV_B, or <stage>REDUCE_GRAD, <stage>OPT)");
   };

@@ -43,7 +43,7 @@ struct AtomicFileWriter::Impl {
   }
   void Abandon() {
     Close(false);
-    ::unlink(tmp.c_str());
+    RemoveTemp(tmp);
   }
 };
 
@@ -73,7 +73,7 @@ Expected<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
   }
   if (impl->plain == nullptr && impl->gz == nullptr) {
     ::close(impl->fd);
-    ::unlink(impl->tmp.c_str());
+    RemoveTemp(impl->tmp);
     return Error::Failure(path + ": cannot write (" + impl->tmp + " cannot be opened)");
   }
   return AtomicFileWriter(std::move(impl));

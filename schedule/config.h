@@ -34,9 +34,11 @@ struct AbstractCosts {
 
 // The job file's `execution:` section: how `pipetwin run` executes the step.
 struct ExecutionConfig {
-  int steps = 3;           // measured steps
-  int warmup = 1;          // steps run before measuring
-  double timeout_s = 300;  // a receive or collective that stalls longer fails the run
+  int steps = 3;   // measured steps
+  int warmup = 1;  // steps run before measuring
+  // A receive or collective that stalls longer fails the run. 0: not given; `run` and
+  // `calibrate` size it from the predicted step (SizeRunTimeout, sim/simulate.h).
+  double timeout_s = 0;
   std::uint64_t seed = 1;  // synthetic data
   double learning_rate = 1e-3;
   int recv_window = 8;  // receives posted ahead, in program order

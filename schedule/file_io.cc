@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 
 namespace pipetwin {
@@ -47,7 +50,65 @@ bool WriteAll(int fd, const std::string& contents) {
   return true;
 }
 
+// The temporary files being written. A SIGINT, SIGTERM or SIGHUP (Ctrl-C, `kill`, mpirun
+// stopping the ranks) removes them before the signal takes its default course, so a stopped
+// run leaves no partial file. SIGKILL cannot be caught: its temporary (a random name, never
+// PATH.tmp) stays. The handler is installed only where the signal has its default action (a
+// program's own handler, e.g. Python's for SIGINT, is left alone).
+struct LiveTemp {
+  std::atomic<bool> used{false};
+  char name[4096] = {};
+};
+LiveTemp g_live[16];
+std::mutex g_live_mutex;
+
+extern "C" void RemoveLiveTemps(int sig) {
+  for (LiveTemp& t : g_live) {
+    if (t.used.load(std::memory_order_acquire)) ::unlink(t.name);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void InstallTempHandlers() {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = RemoveLiveTemps;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+void Track(const std::string& name) {
+  static std::once_flag once;
+  std::call_once(once, InstallTempHandlers);
+  if (name.size() >= sizeof(LiveTemp::name)) return;  // not removed on a signal
+  const std::lock_guard<std::mutex> lock(g_live_mutex);
+  for (LiveTemp& t : g_live) {
+    if (t.used.load(std::memory_order_relaxed)) continue;
+    std::memcpy(t.name, name.c_str(), name.size() + 1);
+    t.used.store(true, std::memory_order_release);
+    return;
+  }
+}
+
+void Untrack(const std::string& name) {
+  const std::lock_guard<std::mutex> lock(g_live_mutex);
+  for (LiveTemp& t : g_live) {
+    if (t.used.load(std::memory_order_relaxed) && name == t.name) {
+      t.used.store(false, std::memory_order_release);
+    }
+  }
+}
+
 }  // namespace
+
+void RemoveTemp(const std::string& tmp) {
+  ::unlink(tmp.c_str());
+  Untrack(tmp);
+}
 
 Expected<std::string> ReadInputFile(const std::string& path, const std::string& what,
                                     std::int64_t max_bytes) {
@@ -110,15 +171,17 @@ Expected<TempFile> CreateTempFor(const std::string& path) {
     }
   }
   if (t.fd < 0) return Error::Failure(path + ": cannot write (no free temporary file name)");
+  Track(t.name);
   return t;
 }
 
 Status CommitTemp(const std::string& tmp, const std::string& path) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
+    RemoveTemp(tmp);
     return Error::Failure(path + ": cannot rename into place (" + ErrnoText(err) + ")");
   }
+  Untrack(tmp);
   const int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     // Some file systems cannot sync a directory (EINVAL); the file itself is synced.
@@ -140,7 +203,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
   const std::string tmp = t->name;
   const auto fail = [&](const std::string& what, int err) -> Status {
     if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
+    RemoveTemp(tmp);
     return Error::Failure(path + ": " + what + " (" + ErrnoText(err) + ")");
   };
   if (!WriteAll(fd, contents)) return fail("write failed", errno);
@@ -172,6 +235,36 @@ Status CheckOutputPath(const std::string& path, const std::string& option) {
     return Error::BadInput(option + ": " + path + ": the directory " + dir + " is not writable");
   }
   return OkStatus();
+}
+
+Status CheckOutputDir(const std::string& dir, const std::string& option) {
+  if (dir.empty()) return Error::BadInput(option + ": the output folder is empty");
+  namespace fs = std::filesystem;
+  // The folder itself, else its nearest ancestor that exists: what the writes will go into.
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename() && p.has_relative_path()) p = p.parent_path();  // "out/"
+  for (;;) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+      const std::string where = p == fs::path(dir) ? dir : dir + ": " + p.string();
+      if (!S_ISDIR(st.st_mode)) {
+        return Error::BadInput(option + ": " + where + " exists and is not a directory");
+      }
+      if (::access(p.c_str(), W_OK | X_OK) != 0) {
+        return Error::BadInput(option + ": " + where + " is not a writable directory");
+      }
+      return OkStatus();
+    }
+    const int err = errno;
+    if (err != ENOENT) {
+      return Error::BadInput(option + ": " + dir + ": cannot use " + p.string() + " (" +
+                             ErrnoText(err) + ")");
+    }
+    fs::path up = p.parent_path();
+    if (up.empty()) up = ".";
+    if (up == p) return Error::BadInput(option + ": " + dir + ": no existing folder holds it");
+    p = up;
+  }
 }
 
 bool SamePath(const std::string& a, const std::string& b) {

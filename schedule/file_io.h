@@ -32,17 +32,26 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents);
 // The pieces of WriteFileAtomic, for writers that stream (atomic_file.h): a new temporary file
 // beside `path` (a random name created with O_EXCL | O_NOFOLLOW: never an existing file or a
 // symlink), and its rename into place followed by a sync of the directory. The caller writes,
-// fsyncs and closes the descriptor, or unlinks the name on failure.
+// fsyncs and closes the descriptor, or calls RemoveTemp on failure.
 struct TempFile {
   int fd = -1;
   std::string name;
 };
+// Until it is committed or removed, the temporary is also removed when the process gets
+// SIGINT, SIGTERM or SIGHUP (not SIGKILL).
 Expected<TempFile> CreateTempFor(const std::string& path);
 Status CommitTemp(const std::string& tmp, const std::string& path);
+// Removes a temporary from CreateTempFor that will not be committed.
+void RemoveTemp(const std::string& tmp);
 
 // Checks, before any work, that `path` can be written as an output: its directory exists and
 // is writable, and it is not a directory itself. `option` names the flag in the message.
 Status CheckOutputPath(const std::string& path, const std::string& option);
+
+// Checks, before any work, that `dir` can hold a command's output files: an existing writable
+// directory, or a path to be created whose nearest existing ancestor is a writable directory
+// (no part of it an existing file). `option` names the flag in the message.
+Status CheckOutputDir(const std::string& dir, const std::string& option);
 
 // True when both paths name the same file (same device and inode), or, where either does not
 // exist yet, the same lexically normalised absolute path.

@@ -111,19 +111,35 @@ std::string ReportToJson(const Report& r) {
 
 namespace {
 
-// A report field out of its range: caught in ReportFromJson, bad input naming the key.
+// A report field out of its range, missing or of the wrong type: caught in ReportFromJson,
+// bad input naming the key (never the JSON library's message without one).
 struct BadField {
   std::string message;
 };
 
 constexpr std::int64_t kMaxCount = std::int64_t{1} << 31;  // ranks, microbatches, samples
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 62;
+constexpr double kMaxMs = 1e15;
+constexpr double kHuge = 1e300;
+
+// o[key], which must be there. `where` prefixes the key in messages ("rank 2: ", "memory.").
+const ordered_json& Field(const ordered_json& o, const char* key, const std::string& where) {
+  if (!o.is_object()) {
+    throw BadField{where + key + ": expected inside a JSON object, found a " +
+                   std::string(o.type_name())};
+  }
+  const auto it = o.find(key);
+  if (it == o.end()) throw BadField{where + key + ": missing"};
+  return *it;
+}
+
+bool Has(const ordered_json& o, const char* key) { return o.is_object() && o.contains(key); }
 
 // An integer in [lo, hi]: JSON numbers beyond it (1e18 for a rank, 2^64 bytes) are refused
 // before any conversion; so are fractions.
 std::int64_t IntIn(const ordered_json& o, const char* key, const std::string& where,
                    std::int64_t lo, std::int64_t hi) {
-  const ordered_json& v = o.at(key);
+  const ordered_json& v = Field(o, key, where);
   const std::string name = where + key;
   const std::string range = " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   bool ok = false;
@@ -147,7 +163,7 @@ std::int64_t IntIn(const ordered_json& o, const char* key, const std::string& wh
 template <class T>
 T IntOr(const ordered_json& o, const char* key, const std::string& where, T fallback,
         std::int64_t lo, std::int64_t hi) {
-  return o.contains(key) ? static_cast<T>(IntIn(o, key, where, lo, hi)) : fallback;
+  return Has(o, key) ? static_cast<T>(IntIn(o, key, where, lo, hi)) : fallback;
 }
 
 int RankIn(const ordered_json& o, const char* key, const std::string& where) {
@@ -155,9 +171,9 @@ int RankIn(const ordered_json& o, const char* key, const std::string& where) {
 }
 
 // A finite number in [lo, hi]; `positive`: above zero as well (a time that must have passed).
-double NumIn(const ordered_json& o, const char* key, const std::string& where, double lo, double hi,
-             bool positive = false) {
-  const ordered_json& v = o.at(key);
+double NumIn(const ordered_json& o, const char* key, const std::string& where, double lo = -kHuge,
+             double hi = kHuge, bool positive = false) {
+  const ordered_json& v = Field(o, key, where);
   if (!v.is_number()) throw BadField{where + key + ": must be a number"};
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < lo || d > hi || (positive && d <= 0)) {
@@ -168,39 +184,76 @@ double NumIn(const ordered_json& o, const char* key, const std::string& where, d
 }
 
 double NumOr(const ordered_json& o, const char* key, const std::string& where, double fallback,
-             double lo, double hi) {
-  return o.contains(key) ? NumIn(o, key, where, lo, hi) : fallback;
+             double lo = -kHuge, double hi = kHuge) {
+  return Has(o, key) ? NumIn(o, key, where, lo, hi) : fallback;
 }
 
-constexpr double kMaxMs = 1e15;
-constexpr double kHuge = 1e300;
+std::string Str(const ordered_json& o, const char* key, const std::string& where) {
+  const ordered_json& v = Field(o, key, where);
+  if (!v.is_string()) throw BadField{where + key + ": must be a string"};
+  return v.get<std::string>();
+}
+
+std::string StrOr(const ordered_json& o, const char* key, const std::string& where) {
+  return Has(o, key) ? Str(o, key, where) : std::string();
+}
+
+bool Bool(const ordered_json& o, const char* key, const std::string& where) {
+  const ordered_json& v = Field(o, key, where);
+  if (!v.is_boolean()) throw BadField{where + key + ": must be true or false"};
+  return v.get<bool>();
+}
+
+const ordered_json& Object(const ordered_json& o, const char* key, const std::string& where) {
+  const ordered_json& v = Field(o, key, where);
+  if (!v.is_object()) throw BadField{where + key + ": must be a JSON object"};
+  return v;
+}
+
+std::vector<double> Numbers(const ordered_json& o, const char* key, const std::string& where) {
+  const ordered_json& v = Field(o, key, where);
+  if (!v.is_array()) throw BadField{where + key + ": must be a list of numbers"};
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const ordered_json& x = v[i];
+    if (!x.is_number() || !std::isfinite(x.get<double>())) {
+      throw BadField{where + key + "[" + std::to_string(i) + "]: must be a number"};
+    }
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
 
 }  // namespace
 
 Expected<Report> ReportFromJson(const std::string& text, const std::string& path) {
   try {
     const ordered_json j = ordered_json::parse(text);
+    if (!j.is_object()) throw BadField{"must be a JSON object (a pipetwin report)"};
     Report r;
-    r.source = j.value("source", "");
-    r.schedule = j.value("schedule", "");
+    r.source = StrOr(j, "source", "");
+    r.schedule = StrOr(j, "schedule", "");
     r.pp = IntOr(j, "pp", "", 0, 0, kMaxCount);
     r.microbatches = IntOr(j, "microbatches", "", 0, 0, kMaxCount);
-    r.optimizer_sync = j.value("optimizer_sync", true);
+    r.optimizer_sync = Has(j, "optimizer_sync") ? Bool(j, "optimizer_sync", "") : true;
     r.iteration_time_ms = NumIn(j, "iteration_time_ms", "", 0, kMaxMs, true);
-    r.makespan_ms = j.contains("makespan_ms") ? NumIn(j, "makespan_ms", "", 0, kMaxMs, true)
-                                              : r.iteration_time_ms;
+    r.makespan_ms =
+        Has(j, "makespan_ms") ? NumIn(j, "makespan_ms", "", 0, kMaxMs, true) : r.iteration_time_ms;
     r.bubble_fraction = NumIn(j, "bubble_fraction", "", -1, 1);
-    std::size_t index = 0;
-    for (const auto& e : j.at("ranks")) {
+    const ordered_json& ranks = Field(j, "ranks", "");
+    if (!ranks.is_array()) throw BadField{"ranks: must be a list"};
+    for (std::size_t index = 0; index < ranks.size(); ++index) {
+      const ordered_json& e = ranks[index];
       RankReport k;
-      const std::string at = "ranks[" + std::to_string(index++) + "].";
+      const std::string at = "ranks[" + std::to_string(index) + "].";
       k.rank = RankIn(e, "rank", at);
       const std::string w = "rank " + std::to_string(k.rank) + ": ";
       k.compute_busy_ms = NumIn(e, "compute_busy_ms", w, 0, kMaxMs);
       k.bubble_fraction = NumIn(e, "bubble_fraction", w, -1, 1);
       k.span_ms = NumOr(e, "span_ms", w, 0.0, 0, kMaxMs);
       k.peak_memory_bytes = IntIn(e, "peak_memory_bytes", w, 0, kMaxBytes);
-      const auto& m = e.at("memory_bytes");
+      const auto& m = Object(e, "memory_bytes", w);
       const std::string wm = w + "memory_bytes.";
       k.memory.params = IntIn(m, "params", wm, 0, kMaxBytes);
       k.memory.grads = IntIn(m, "grads", wm, 0, kMaxBytes);
@@ -216,74 +269,78 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
       k.cp_rank = IntOr(e, "cp_rank", w, 0, 0, kMaxCount);
       r.ranks.push_back(k);
     }
-    const auto& g = j.at("comm").at("by_group");
+    const auto& g = Object(Object(j, "comm", ""), "by_group", "comm.");
     r.comm.pp = IntOr(g, "pp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
     r.comm.dp = IntOr(g, "dp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
     r.comm.tp = IntOr(g, "tp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
     r.comm.cp = IntOr(g, "cp", "comm.by_group.", std::int64_t{0}, 0, kMaxBytes);
-    const auto& t = j.at("throughput");
+    const auto& t = Object(j, "throughput", "");
     r.throughput.samples_per_s = NumOr(t, "samples_per_s", "throughput.", 0.0, 0, kHuge);
     r.throughput.tokens_per_s = NumOr(t, "tokens_per_s", "throughput.", 0.0, 0, kHuge);
     r.throughput.tflops_per_device = NumOr(t, "tflops_per_device", "throughput.", 0.0, 0, kHuge);
     r.throughput.mfu = NumOr(t, "mfu", "throughput.", 0.0, 0, kHuge);
-    if (j.contains("hardware_flops")) {
-      const auto& h = j.at("hardware_flops");
-      r.hardware_flops =
-          HardwareFlops{h.at("tflops_per_device").get<double>(), h.at("hfu").get<double>()};
+    if (Has(j, "hardware_flops")) {
+      const auto& h = Object(j, "hardware_flops", "");
+      r.hardware_flops = HardwareFlops{NumIn(h, "tflops_per_device", "hardware_flops."),
+                                       NumIn(h, "hfu", "hardware_flops.")};
     }
-    if (j.contains("breakdown")) {
-      const auto& b = j.at("breakdown");
+    if (Has(j, "breakdown")) {
+      const auto& b = Object(j, "breakdown", "");
+      const std::string w = "breakdown.";
       r.breakdown = Breakdown{
-          RankIn(b, "pipeline_rank", "breakdown."), b.at("compute_ms").get<double>(),
-          b.at("tp_cp_comm_exposed_ms").get<double>(), b.at("dp_comm_exposed_ms").get<double>(),
-          b.at("pp_comm_and_bubble_ms").get<double>(),
+          RankIn(b, "pipeline_rank", w), NumIn(b, "compute_ms", w),
+          NumIn(b, "tp_cp_comm_exposed_ms", w), NumIn(b, "dp_comm_exposed_ms", w),
+          NumIn(b, "pp_comm_and_bubble_ms", w),
           // Added later: reports written before them read as 0.
-          b.value("tp_cp_comm_overlapped_ms", 0.0), b.value("dp_comm_overlapped_ms", 0.0)};
+          NumOr(b, "tp_cp_comm_overlapped_ms", w, 0.0), NumOr(b, "dp_comm_overlapped_ms", w, 0.0)};
     }
-    if (j.contains("memory")) {
-      const auto& m = j.at("memory");
+    if (Has(j, "memory")) {
+      const auto& m = Object(j, "memory", "");
       r.memory = MemorySummary{
-          m.at("fits").get<bool>(), IntIn(m, "device_memory_bytes", "memory.", 0, kMaxBytes),
+          Bool(m, "fits", "memory."), IntIn(m, "device_memory_bytes", "memory.", 0, kMaxBytes),
           RankIn(m, "worst_rank", "memory."), IntIn(m, "worst_peak_bytes", "memory.", 0, kMaxBytes),
           IntIn(m, "shortfall_bytes", "memory.", 0, kMaxBytes)};
     }
-    if (j.contains("job")) {
-      const auto& x = j.at("job");
-      r.job = JobSummary{x.at("model").get<std::string>(),
+    if (Has(j, "job")) {
+      const auto& x = Object(j, "job", "");
+      r.job = JobSummary{Str(x, "model", "job."),
                          static_cast<int>(IntIn(x, "world_size", "job.", 1, kMaxCount)),
                          static_cast<int>(IntIn(x, "pipeline_replicas", "job.", 1, kMaxCount)),
                          IntIn(x, "parameters", "job.", 0, kMaxBytes),
-                         x.at("model_flops_per_iteration").get<double>(),
-                         x.at("hardware_flops_per_iteration").get<double>(),
-                         x.at("device").get<std::string>()};
+                         NumIn(x, "model_flops_per_iteration", "job."),
+                         NumIn(x, "hardware_flops_per_iteration", "job."),
+                         Str(x, "device", "job.")};
     }
-    if (j.contains("profile")) {
+    if (Has(j, "profile")) {
       ProfileUse p;
-      p.path = j.at("profile").get<std::string>();
-      if (j.contains("jitter")) {
-        const auto& x = j.at("jitter");
+      p.path = Str(j, "profile", "");
+      if (Has(j, "jitter")) {
+        const auto& x = Object(j, "jitter", "");
         p.has_jitter = true;
         p.jitter_samples = static_cast<int>(IntIn(x, "samples", "jitter.", 0, kMaxCount));
-        p.nominal_iteration_time_ms = x.at("nominal_iteration_time_ms").get<double>();
-        p.jitter_min_ms = x.at("min_ms").get<double>();
-        p.jitter_max_ms = x.at("max_ms").get<double>();
+        p.nominal_iteration_time_ms = NumIn(x, "nominal_iteration_time_ms", "jitter.");
+        p.jitter_min_ms = NumIn(x, "min_ms", "jitter.");
+        p.jitter_max_ms = NumIn(x, "max_ms", "jitter.");
       }
       r.profile = p;
     }
-    if (j.contains("measured_steps_ms")) {
+    if (Has(j, "measured_steps_ms")) {
       Measured m;
-      m.steps_ms = j.at("measured_steps_ms").get<std::vector<double>>();
-      m.losses = j.value("losses", std::vector<double>{});
-      m.backend = j.value("backend", "");
-      if (j.contains("reference_max_relative_error")) {
+      m.steps_ms = Numbers(j, "measured_steps_ms", "");
+      if (Has(j, "losses")) m.losses = Numbers(j, "losses", "");
+      m.backend = StrOr(j, "backend", "");
+      if (Has(j, "reference_max_relative_error")) {
         m.has_reference = true;
-        m.reference_max_relative_error = j.at("reference_max_relative_error").get<double>();
+        m.reference_max_relative_error = NumIn(j, "reference_max_relative_error", "");
       }
       r.measured = m;
     }
     return r;
   } catch (const BadField& e) {
     return Error::BadInput(path + ": " + e.message);
+  } catch (const nlohmann::json::parse_error& e) {
+    // The library's position in the text ("at line 3, column 7"): the rest names no key.
+    return Error::BadInput(path + ": not valid JSON: " + e.what());
   } catch (const nlohmann::json::exception& e) {
     return Error::BadInput(path + ": not a pipetwin report: " + e.what());
   }

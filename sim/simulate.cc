@@ -81,4 +81,14 @@ Expected<SimResult> Simulate(const ResolvedJob& job, const SimulateOptions& opts
   return SimulateWithCosts(job, JobCostTable(job), opts);
 }
 
+Expected<double> SizeRunTimeout(ResolvedJob& job) {
+  double& t = job.config.execution.timeout_s;
+  if (t > 0) return t;
+  auto sim = Simulate(job, {.record_timeline = false, .per_world_rank = false});
+  if (!sim) return sim.error();
+  t = std::min(86400.0,
+               kTimeoutStepFactor * sim->report.iteration_time_ms * 1e-3 + kTimeoutMarginS);
+  return t;
+}
+
 }  // namespace pipetwin

@@ -49,6 +49,14 @@ std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step);
 // as run reports the median measured step).
 SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const SimulateOptions& opts);
 
+// The executor's wait limit when the job gives no execution.timeout_s: kTimeoutStepFactor ×
+// the predicted step + kTimeoutMarginS (start-up, first use of the links, a loaded machine),
+// at most 86400 s. A stopped rank is then noticed seconds after a short step would have ended,
+// not after minutes. Sets execution.timeout_s in `job` and returns it; a given one is kept.
+inline constexpr double kTimeoutStepFactor = 10;
+inline constexpr double kTimeoutMarginS = 15;
+Expected<double> SizeRunTimeout(ResolvedJob& job);
+
 // What the engine's statistics hand the report builder (job/report_builder.h).
 StepRecord StepRecordOf(const SimStats& stats);
 

@@ -41,32 +41,30 @@ Expected<Comparison> CompareFiles(const std::string& predicted, const std::strin
   return c;
 }
 
-namespace {
-
-Status CopyInto(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  if (std::filesystem::exists(to, ec) && std::filesystem::equivalent(from, to, ec)) {
-    return OkStatus();
-  }
-  auto text = ReadText(from);
-  if (!text) return text.error();
-  return WriteFileAtomic(to, *text);
-}
-
-}  // namespace
-
 Expected<Comparison> CompareInto(const CompareRequest& r) {
   const std::string title = r.title.empty() ? r.predicted + " against " + r.measured : r.title;
-  auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance);
-  if (!c) return c;
-  // The plot script reads the folder: the reports (and traces) under fixed names.
+  // The plot script reads the folder: the reports (and traces) under fixed names. Every input
+  // is read before anything is written, so that a missing trace replaces no table.
+  std::vector<std::pair<std::string, std::string>> copies;  // {target, contents}
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {r.predicted, "predicted.json"},
            {r.measured, "measured.json"},
            {r.predicted_trace, "predicted.trace.json"},
            {r.measured_trace, "measured.trace.json"}}) {
     if (from.empty()) continue;
-    if (Status s = CopyInto(from, r.dir + "/" + to); !s) return s.error();
+    const std::string target = r.dir + "/" + to;
+    std::error_code ec;
+    if (std::filesystem::exists(target, ec) && std::filesystem::equivalent(from, target, ec)) {
+      continue;  // already in place
+    }
+    auto text = ReadText(from);
+    if (!text) return text.error();
+    copies.emplace_back(target, std::move(*text));
+  }
+  auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance);
+  if (!c) return c;
+  for (const auto& [target, text] : copies) {
+    if (Status s = WriteFileAtomic(target, text); !s) return s.error();
   }
   return c;
 }

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <utility>
 
+#include "schedule/file_io.h"
 #include "schedule/generators.h"
 #include "workflow/process.h"
 
@@ -112,6 +114,42 @@ Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o) {
     }
   }
   return variants;
+}
+
+Status CheckOutputs(const ValidateOptions& o, const std::vector<Variant>& variants) {
+  if (Status s = CheckOutputDir(o.out, "--out"); !s) return s;
+  std::vector<std::string> inputs = o.jobs;
+  std::map<std::string, const Variant*> by_label;
+  for (const Variant& v : variants) {
+    auto [it, fresh] = by_label.emplace(v.entry.label, &v);
+    if (!fresh && it->second->entry.job != v.entry.job) {
+      return Error::BadInput("--out: " + it->second->entry.job + " and " + v.entry.job +
+                             " would both write " + o.out + "/" + v.entry.label +
+                             "/ (the same file name); rename one of them");
+    }
+    if (v.entry.schedule.rfind("csv:", 0) == 0) {
+      JobConfig c;
+      c.schedule = v.entry.schedule;
+      c.source = SourceMap(v.entry.job);
+      inputs.push_back(c.CsvPath());
+    }
+  }
+  for (const std::string& in : inputs) {
+    for (const char* summary : {"/summary.md", "/summary.csv"}) {
+      if (SamePath(in, o.out + summary)) {
+        return Error::BadInput("--out: " + o.out + summary +
+                               ", which validate writes, is its input " + in);
+      }
+    }
+    const std::string folder = std::filesystem::path(in).parent_path().string();
+    for (const auto& [label, v] : by_label) {
+      if (SamePath(folder.empty() ? "." : folder, o.out + "/" + label)) {
+        return Error::BadInput("--out: the input " + in + " is in " + o.out + "/" + label +
+                               "/, which validate rewrites; choose another --out");
+      }
+    }
+  }
+  return OkStatus();
 }
 
 std::vector<MeasureStep> MeasureSteps(const ValidateOptions& o, const Variant& v,

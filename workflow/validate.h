@@ -75,6 +75,11 @@ JobConfig VariantConfig(const JobConfig& job, const std::string& schedule);
 // an error with --schedules job).
 Expected<std::vector<Variant>> PlanVariants(const ValidateOptions& o);
 
+// Before anything runs: --out can be written or created, no two variants write the same
+// folder DIR/<label> (two jobs with the same file name), and no input (a job file, a CSV
+// schedule) lies in a folder that validate rewrites or is DIR/summary.*.
+Status CheckOutputs(const ValidateOptions& o, const std::vector<Variant>& variants);
+
 // One process that measures a variant: its command line and its log (DIR/<label>/LOG).
 struct MeasureStep {
   std::string what;  // "run --calibrate", "calibrate", "run"

@@ -13,6 +13,7 @@
 
 #include "schedule/action.h"
 #include "schedule/csv.h"
+#include "schedule/file_io.h"
 #include "schedule/report.h"
 #include "schedule/stats.h"
 #include "schedule/trace.h"
@@ -196,8 +197,10 @@ Expected<bool> ValidateVariant(Loop& L, std::size_t k, Variant& v) {
 
 Expected<ValidateResult> Validate(const ValidateOptions& o, const Progress& progress) {
   if (Status s = CheckOptions(o); !s) return s.error();
+  if (Status s = CheckOutputDir(o.out, "--out"); !s) return s.error();
   auto variants = PlanVariants(o);  // phase 1: everything checked before anything runs
   if (!variants) return variants.error();
+  if (Status s = CheckOutputs(o, *variants); !s) return s.error();
   if (Status s = MakeDir(o.out); !s) return s.error();
   Loop L(o, progress);
   L.total = variants->size();

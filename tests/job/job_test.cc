@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -201,6 +202,35 @@ TEST(Job, TheModelIsCheckedWhateverTheCommand) {
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.error().exit_status(), 2);
   EXPECT_NE(j.error().message.find("job.yaml:4:"), std::string::npos) << j.error().message;
+}
+
+TEST(Job, CheapChecksComeBeforeTheScheduleIsBuilt) {
+  // Issue 16: tp 3 does not divide the tiny model's 4 heads. pp 64 x m 16000 is 4,096,000
+  // schedule actions (within the limit of 2^22): before, the schedule was built and
+  // validated first (4.3 s, 180 MB), then this message; pp 4096 x m 1e6 got only "too many
+  // actions". Now both fail at once with the message about the mistake.
+  for (const char* layout :
+       {"pp: 64, tp: 3}\nmicrobatches: 16000", "pp: 4096, tp: 3}\nmicrobatches: 1000000"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto j =
+        ParseJob(std::string("schedule: 1f1b\nparallel: {") + layout + "\nmodel: {preset: tiny}\n",
+                 "job.yaml");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_FALSE(j.ok()) << layout;
+    EXPECT_EQ(j.error().exit_status(), 2);
+    EXPECT_NE(j.error().message.find("parallel.tp (3) must divide model.heads (4)"),
+              std::string::npos)
+        << j.error().message;
+    EXPECT_LT(s, 1.0) << layout;
+  }
+  // The layers over pp x vpp stages too: 4 layers over 3 stages, 3.6 million actions.
+  auto k =
+      ParseJob("schedule: 1f1b\nmicrobatches: 300000\nparallel: {pp: 3}\nmodel: {preset: tiny}\n",
+               "job.yaml");
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.error().message.find("model.layers (4) do not split evenly over 3 pipeline stages"),
+            std::string::npos)
+      << k.error().message;
 }
 
 TEST(Job, VariantsChangeTypedFieldsAndResolveAgain) {

@@ -71,6 +71,19 @@ TEST(Csv, RefusesHugeNumbersBeforeAllocating) {
       << product.error().message;
 }
 
+TEST(Csv, ACellThatIsNoActionIsNotEchoed) {
+  // Issue 16: `schedule: csv:/etc/passwd` printed the file's first line in the message.
+  auto s = ParseScheduleCsv("root:x:0:0:root:/root:/bin/bash\n", "/etc/passwd");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message.find("root:x"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("bad action of 31 characters"), std::string::npos)
+      << s.error().message;
+  // A mistyped action is still shown.
+  auto t = ParseScheduleCsv("0F0,0X1\n", "t.csv");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message.find("bad action '0X1'"), std::string::npos) << t.error().message;
+}
+
 TEST(Csv, RefusesMoreRanksThanPpAllows) {
   std::string text;
   for (int r = 0; r < 4097; ++r) text += std::to_string(r) + "F0\n";

@@ -79,6 +79,44 @@ TEST(ReportFromJson, RefusesOutOfRangeNumbersNamingKeyAndRank) {
       << z.error().message;
 }
 
+TEST(ReportFromJson, WrongTypesAndMissingKeysAreNamed) {
+  // Issue 16: compare passed the JSON library's messages through ("cannot use at() with
+  // number"), naming no key and no rank.
+  const std::string ok = Report("2", "5", "1");
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = ok;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  struct Case {
+    std::string text, want;
+  } cases[] = {
+      {edit("\"ranks\": [", "\"ranks\": 5, \"x\": ["), "ranks: must be a list"},
+      {edit("\"ranks\": [", "\"ranks\": [7, "), "ranks[0].rank: expected inside a JSON object"},
+      {edit("\"memory_bytes\": {", "\"memory_bytes\": [], \"x\": {"),
+       "rank 2: memory_bytes: must be a JSON object"},
+      {edit("\"iteration_time_ms\": 10", "\"iteration_time_ms\": \"10\""),
+       "iteration_time_ms: must be a number"},
+      {edit("\"throughput\": {}", "\"throughputs\": {}"), "throughput: missing"},
+      {edit("\"iteration_time_ms\"", "\"schedule\": 5, \"iteration_time_ms\""),
+       "schedule: must be a string"},
+      {edit("\"iteration_time_ms\"", "\"measured_steps_ms\": [1, \"a\"], \"iteration_time_ms\""),
+       "measured_steps_ms[1]: must be a number"},
+      {"[1, 2]", "must be a JSON object"},
+      {"{\"a\": ", "not valid JSON"},
+  };
+  ASSERT_TRUE(ReportFromJson(ok, "r.json").ok());
+  for (const Case& c : cases) {
+    auto r = ReportFromJson(c.text, "r.json");
+    ASSERT_FALSE(r.ok()) << c.want;
+    EXPECT_EQ(r.error().exit_status(), 2);
+    EXPECT_NE(r.error().message.find("r.json: " + c.want), std::string::npos) << r.error().message;
+    if (c.want != "not valid JSON") {
+      EXPECT_EQ(r.error().message.find("json.exception"), std::string::npos) << r.error().message;
+    }
+  }
+}
+
 TEST(ReportToJson, APathThatIsNotUtf8DoesNotThrow) {
   auto r = ReportFromJson(Report("0", "5", "1"), "r.json");
   ASSERT_TRUE(r.ok());

@@ -273,5 +273,30 @@ TEST(Trace, HasOneFlowPerTransfer) {
   EXPECT_EQ(sends, 48u * 2);  // name and cat of each send slice
 }
 
+TEST(RunTimeout, SizedFromThePredictedStepUnlessGiven) {
+  // 1F1B, pp 4, m 8, F = I = W = 1 ms: (m + pp - 1) x (F + I + W) = 33 ms per step, so the
+  // executor's timeout is 10 x 0.033 s + 15 s = 15.33 s (issue 16; it was always 300 s).
+  const std::string base =
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4}\n"
+      "costs: {forward_ms: 1, backward_input_ms: 1, backward_weight_ms: 1}\n";
+  auto job = ParseJob(base, "t.yaml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(job->config.execution.timeout_s, 0);  // not given
+  auto t = SizeRunTimeout(*job);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_NEAR(*t, 15.33, 1e-9);
+  EXPECT_NEAR(job->config.execution.timeout_s, 15.33, 1e-9);
+  // A timeout in the job is kept, and written back by WriteJobConfig; a sized one is not.
+  auto given = ParseJob(base + "execution: {timeout_s: 7}\n", "t.yaml");
+  ASSERT_TRUE(given.ok()) << given.error().message;
+  auto g = SizeRunTimeout(*given);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g, 7);
+  EXPECT_NE(WriteJobConfig(given->config).find("timeout_s: 7"), std::string::npos);
+  auto fresh = ParseJob(base, "t.yaml");
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(WriteJobConfig(fresh->config).find("timeout_s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -5,7 +5,14 @@
 //   - AddSendRecv: SEND_F after each F whose next stage lives on another rank, RECV_F just
 //     before each F whose previous stage does; SEND_B after each I (or B) whose previous
 //     stage lives on another rank, RECV_B before each I (or B) whose next stage does. Two
-//     chunks on the same rank exchange nothing.
+//     chunks on the same rank exchange nothing. Then OrderReceivesAsSent.
+//   - OrderReceivesAsSent: on every (sender, receiver) rank pair the receives come in the
+//     order of the sends. Runtimes that match point-to-point messages without tags (torch's
+//     gloo and NCCL batch_isend_irecv) pair the k-th receive with the k-th send, so a V
+//     schedule (rank r sends both stage r's activations and stage 2p − 1 − r's gradients to
+//     rank r + 1) would otherwise swap same-shaped tensors silently. A receive that would come
+//     too late moves up to just before the receive of a message sent after it, so it still
+//     precedes its compute and waits no longer (links deliver in send order).
 //   - AddReduceGrad: a data-parallel REDUCE_GRAD after the last W (or B) of each stage.
 //   - AddOptimizer: one OPT per stage at the end of each rank's program.
 //
@@ -17,6 +24,9 @@
 namespace pipetwin {
 
 Schedule AddSendRecv(const Schedule& s);
+// In place; a program whose receives have no matching send is left as it is (validation
+// reports it).
+void OrderReceivesAsSent(Schedule& s);
 Schedule AddReduceGrad(const Schedule& s);
 Schedule AddOptimizer(const Schedule& s);
 

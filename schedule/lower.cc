@@ -255,3 +255,99 @@ Schedule ComputeOnly(const Schedule& s) {
 }
 
 }  // namespace pipetwin
+
+namespace pipetwin {
+
+Schedule ForTorchRuntime(const Schedule& lowered) {
+  Schedule s = Has(lowered, ActionKind::kReduceGrad) ? lowered : AddReduceGrad(lowered);
+  for (auto& prog : s.programs) {
+    std::vector<Action> out;
+    out.reserve(prog.size() * 5 / 4 + 4);
+    std::vector<Action> pending;  // sends whose wait is still to place, in send order
+    for (const Action& a : prog) {
+      if (a.kind == ActionKind::kOptimizer || a.kind == ActionKind::kWaitReduceGrad ||
+          IsWaitSend(a.kind)) {
+        continue;  // OPT is not torch's; the waits are placed anew
+      }
+      out.push_back(a);
+      if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kSendB) pending.push_back(a);
+      if (a.kind == ActionKind::kReduceGrad) {
+        out.push_back({a.stage, ActionKind::kWaitReduceGrad, -1});
+      }
+      if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) {
+        const Action send{a.stage, ActionKind::kSendF, a.microbatch};
+        const auto it = std::find(pending.begin(), pending.end(), send);
+        if (it != pending.end()) {
+          out.push_back({a.stage, ActionKind::kWaitSendF, a.microbatch});
+          pending.erase(it);
+        }
+      }
+    }
+    for (const Action& send : pending) {
+      out.push_back(
+          {send.stage,
+           send.kind == ActionKind::kSendF ? ActionKind::kWaitSendF : ActionKind::kWaitSendB,
+           send.microbatch});
+    }
+    prog = std::move(out);
+  }
+  return s;
+}
+
+std::vector<std::vector<std::optional<Action>>> StepAligned(const Schedule& compute_only) {
+  const Schedule& s = compute_only;
+  const std::size_t ranks = static_cast<std::size_t>(s.num_ranks);
+  const std::size_t m = static_cast<std::size_t>(std::max(s.num_microbatches, 1));
+  // Step at which (stage, microbatch)'s forward and its input-gradient backward ran.
+  std::vector<int> f_step(static_cast<std::size_t>(s.num_stages) * m, -1);
+  std::vector<int> b_step(f_step.size(), -1);
+  const auto idx = [&](int stage, int mb) {
+    return static_cast<std::size_t>(stage) * m + static_cast<std::size_t>(mb);
+  };
+  const auto rank_of = [&](int stage) { return s.stage_to_rank[static_cast<std::size_t>(stage)]; };
+  std::vector<std::vector<std::optional<Action>>> rows(ranks);
+  std::vector<std::size_t> pc(ranks, 0);
+  std::size_t left = s.NumActions();
+  for (int step = 0; left > 0; ++step) {
+    bool progress = false;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const auto& prog = s.programs[r];
+      if (pc[r] >= prog.size()) continue;
+      const Action& a = prog[pc[r]];
+      int needs = -1;  // step of the cross-rank action this one waits for
+      bool known = true;
+      if (a.kind == ActionKind::kForward && a.stage > 0 &&
+          rank_of(a.stage - 1) != static_cast<int>(r)) {
+        needs = f_step[idx(a.stage - 1, a.microbatch)];
+        known = needs >= 0;
+      } else if ((a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) &&
+                 a.stage + 1 < s.num_stages && rank_of(a.stage + 1) != static_cast<int>(r)) {
+        needs = b_step[idx(a.stage + 1, a.microbatch)];
+        known = needs >= 0;
+      }
+      if (!known || needs >= step) {
+        rows[r].push_back(std::nullopt);
+        continue;
+      }
+      rows[r].push_back(a);
+      if (a.kind == ActionKind::kForward) f_step[idx(a.stage, a.microbatch)] = step;
+      if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) {
+        b_step[idx(a.stage, a.microbatch)] = step;
+      }
+      ++pc[r];
+      --left;
+      progress = true;
+    }
+    if (!progress) {
+      // Nothing could run (an invalid schedule): stop rather than loop.
+      break;
+    }
+  }
+  // No trailing idle steps.
+  for (auto& row : rows) {
+    while (!row.empty() && !row.back()) row.pop_back();
+  }
+  return rows;
+}
+
+}  // namespace pipetwin

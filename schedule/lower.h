@@ -19,6 +19,9 @@
 //   Schedule full = Lower(compute_only, {.reduce_grad = dp > 1, .optimizer = true});
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "schedule/schedule.h"
 
 namespace pipetwin {
@@ -40,5 +43,20 @@ Schedule Lower(const Schedule& s, const LoweringOptions& opts);
 
 // Only the F, B, I, W actions: the inverse of Lower.
 Schedule ComputeOnly(const Schedule& s);
+
+// A lowered schedule as torch 2.15's _PipelineScheduleRuntime runs it (its compute_comms
+// format): OPT dropped (torch steps the optimizer outside the schedule); a REDUCE_GRAD after
+// the last gradient of every stage, also at dp 1 (torch scales gradients by 1/m there), each
+// followed by its WAIT_REDUCE_GRAD (torch allows one pending reduction per rank); one
+// WAIT_SEND per send, where torch's own lowering puts it: a SEND_F's wait right after the
+// local backward of the same stage and microbatch (the peer has then consumed the
+// activation), every other send's wait at the end of the program, in send order.
+Schedule ForTorchRuntime(const Schedule& lowered);
+
+// Compute-only programs laid out in unit steps, as torch's PipelineScheduleMulti matches
+// sends and receives (at the step the producer runs): each action at the first step after
+// the cross-rank action it needs and after the rank's previous action; nullopt is an idle
+// step. One row per rank.
+std::vector<std::vector<std::optional<Action>>> StepAligned(const Schedule& compute_only);
 
 }  // namespace pipetwin

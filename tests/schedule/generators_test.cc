@@ -149,7 +149,7 @@ TEST(Lowering, AddsSendRecvOnlyAcrossRanks) {
   }
   // 1F1B pp 2 m 1 by hand.
   Schedule t = Lower(Gen("1f1b", 2, 1), {.reduce_grad = true, .optimizer = true});
-  EXPECT_EQ(WriteScheduleCsv(t, CsvFormat::kComputeComms),
+  EXPECT_EQ(WriteScheduleCsv(t, CsvFormat::kPipetwin),
             "0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0OPT\n"
             "1RECV_F0,1F0,1B0,1SEND_B0,1REDUCE_GRAD,1OPT\n");
 }

@@ -37,6 +37,14 @@ TEST_P(Golden, ReproducesTheZeroBubblePaperFigure) {
 
 INSTANTIATE_TEST_SUITE_P(Reference, Golden, ::testing::Values("1f1b", "zb-h1", "zb-h2"));
 
+// ZB-V with fewer than 2p − 1 microbatches, against torch 2.15's own order (README there).
+TEST(Generators, ZbvBelowAFullPipelineFollowsTorch) {
+  const std::string golden =
+      ReadFile(std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/zbv-p4-m4.csv");
+  ASSERT_FALSE(golden.empty());
+  EXPECT_EQ(WriteScheduleCsv(Gen("zbv", 4, 4), CsvFormat::kComputeOnly), golden);
+}
+
 // DualPipeV against DeepSeek's reference order, worked by hand (tests/data/reference/README.md).
 TEST(Generators, DualPipeVFollowsDeepSeeksReference) {
   for (const auto& [pp, m] : {std::pair{4, 8}, std::pair{2, 4}}) {

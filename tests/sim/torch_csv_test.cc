@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <tuple>
@@ -206,6 +207,34 @@ TEST(TorchCsv, ComputeCommsSimulatesAsItsComputeOnlyOrder) {
     }
   }
   EXPECT_EQ(checked, 23);  // dualpipev refuses pp 4, m 4 (m < 2pp)
+}
+
+// torch 2.15.0's own dumps (tests/data/reference/torch215/, written by
+// scripts/torch_schedules.py from torch's schedule classes): each compute_comms file read with
+// torch's meaning simulates as its compute-only order lowered by pipetwin (DualPipeV: with the
+// sends of its OVERLAP_F_B pairs after the pair, as torch's lowering places them).
+TEST(TorchCsv, Torch215DumpsSimulateAsTheirComputeOnlyOrder) {
+  const std::string dir = std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/torch215";
+  const std::string suffix = ".compute_comms.csv";
+  int checked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string path = e.path().string();
+    if (path.size() < suffix.size() || path.substr(path.size() - suffix.size()) != suffix) continue;
+    const std::string base = path.substr(0, path.size() - suffix.size());
+    auto comms = LoadScheduleCsv(path);
+    ASSERT_TRUE(comms.ok()) << comms.error().message;
+    auto only = LoadScheduleCsv(base + ".compute_only.csv");
+    ASSERT_TRUE(only.ok()) << only.error().message;
+    Status st = ValidateSchedule(*comms, path);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(ComputeOnly(*comms).programs, ComputeOnly(*only).programs) << path;
+    Schedule lowered = Lower(ComputeOnly(*only), {.reduce_grad = false, .optimizer = false});
+    if (path.find("dualpipev") != std::string::npos) lowered = SendsAfterOverlappedPairs(lowered);
+    EXPECT_DOUBLE_EQ(MakespanMs(*comms), MakespanMs(lowered)) << path;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 19);  // 6 schedules x pp 2, 4 x m 4, 8; torch refuses dualpipev pp 4 m 4,
+                           // and cannot lower its own printed 1F1B order (see README there)
 }
 
 // Numbers quoted in issue 13 (F = I = W = 1 ms, p2p 0): with torch's receives read as posts,

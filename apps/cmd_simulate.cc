@@ -115,7 +115,13 @@ int CmdSimulate(int argc, char** argv) {
 int CmdSchedule(int argc, char** argv) {
   po::options_description o("options");
   o.add_options()("csv", Text(), "write the CSV to this file (default: stdout)")(
-      "format", Text(), "compute_only (default) | compute_comms (with the sends and receives)");
+      "format", Text(),
+      "compute_only (default: F, B, I, W) | compute_comms (what torch's "
+      "_PipelineScheduleRuntime runs: sends, receives in send order, WAIT_SEND_*, "
+      "REDUCE_GRAD, WAIT_REDUCE_GRAD; no OPT) | pipetwin (every action of pipetwin's IR, OPT too)")(
+      "idle-cells", po::bool_switch(),
+      "compute_only only: step-aligned rows with empty idle cells, as torch's "
+      "PipelineScheduleMulti needs them");
   auto a = ParseArgs(argc, argv,
                      {"schedule", "pipetwin schedule JOB.yaml [options]",
                       "Write the per-rank programs (PyTorch action syntax, one row per rank).",
@@ -124,12 +130,17 @@ int CmdSchedule(int argc, char** argv) {
   if (!a) return Fail(a.error());
   if (a->help) return 0;
   const std::string fmt = a->Get("format", "compute_only");
-  if (fmt != "compute_only" && fmt != "compute_comms") {
-    return Fail(
-        Error::BadInput("--format: must be compute_only or compute_comms, got '" + fmt + "'"));
+  if (fmt != "compute_only" && fmt != "compute_comms" && fmt != "pipetwin") {
+    return Fail(Error::BadInput("--format: must be compute_only, compute_comms or pipetwin, got '" +
+                                fmt + "'"));
   }
-  const CsvFormat format =
-      fmt == "compute_comms" ? CsvFormat::kComputeComms : CsvFormat::kComputeOnly;
+  const CsvFormat format = fmt == "compute_comms" ? CsvFormat::kComputeComms
+                           : fmt == "pipetwin"    ? CsvFormat::kPipetwin
+                                                  : CsvFormat::kComputeOnly;
+  const bool idle_cells = a->Has("idle-cells");
+  if (idle_cells && format != CsvFormat::kComputeOnly) {
+    return Fail(Error::BadInput("--idle-cells: only with --format compute_only (got " + fmt + ")"));
+  }
   if (Status s = CheckOutputs({{"--csv", a->Get("csv")}}, {a->positional[0]}); !s) {
     return Fail(s.error());
   }
@@ -140,7 +151,8 @@ int CmdSchedule(int argc, char** argv) {
       return Fail(s.error());
     }
   }
-  const std::string text = WriteScheduleCsv(job->schedule, format);
+  const std::string text =
+      idle_cells ? WriteStepAlignedCsv(job->schedule) : WriteScheduleCsv(job->schedule, format);
   if (!a->Has("csv")) {
     std::fputs(text.c_str(), stdout);
   } else if (Status st = WriteFileAtomic(a->Get("csv"), text); !st) {

@@ -41,6 +41,11 @@ int FieldOf(ActionKind k) {
     case ActionKind::kSendB:
     case ActionKind::kRecvB:
     case ActionKind::kReduceGrad:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       break;
   }
   return -1;

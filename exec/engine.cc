@@ -54,6 +54,27 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
   };
   post_until(static_cast<std::size_t>(std::max(1, opts_.recv_window)));
   std::size_t recvs_done = 0;
+  // The compute that consumes a received input waits for it there (a RECV only posts, as in
+  // torch's runtime); the wait is the receive's event.
+  const auto& placement = s_.stage_to_rank;
+  const auto on_other_rank = [&](int stage) {
+    return stage >= 0 && stage < s_.num_stages &&
+           placement[static_cast<std::size_t>(stage)] != pp_rank_;
+  };
+  auto await_input = [&](const Action& a) {
+    const bool fwd = a.kind == ActionKind::kForward;
+    if (!fwd && a.kind != ActionKind::kBackward && a.kind != ActionKind::kBackwardInput) return;
+    if (!on_other_rank(fwd ? a.stage - 1 : a.stage + 1)) return;
+    const Action r{a.stage, fwd ? ActionKind::kRecvF : ActionKind::kRecvB, a.microbatch};
+    const int peer = PeerOf(r);
+    const auto s = Clock::now();
+    WaitFor(
+        s + timeout, [&] { return backend_.TestRecv(r); }, [&] { return describe(r, peer); });
+    events.push_back({r, Stream::kRecv, ns(s), ns(Clock::now()), peer, 0});
+    ++recvs_done;
+    post_until(recvs_done + static_cast<std::size_t>(std::max(1, opts_.recv_window)));
+  };
+  std::size_t recvs_seen = 0;
 
   // Gradient reductions in flight, completed opportunistically.
   struct Pending {
@@ -95,6 +116,7 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight: {
+        await_input(a);
         const auto s = Clock::now();
         backend_.Compute(a);
         events.push_back({a, Stream::kCompute, ns(s), ns(Clock::now()), -1, 0});
@@ -111,17 +133,21 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
         break;
       }
       case ActionKind::kRecvF:
-      case ActionKind::kRecvB: {
-        const int peer = PeerOf(a);
-        post_until(recvs_done + 1);  // this one, if the window had not reached it
-        const auto s = Clock::now();
-        WaitFor(
-            s + timeout, [&] { return backend_.TestRecv(a); }, [&] { return describe(a, peer); });
-        events.push_back({a, Stream::kRecv, ns(s), ns(Clock::now()), peer, 0});
-        ++recvs_done;
-        post_until(recvs_done + static_cast<std::size_t>(std::max(1, opts_.recv_window)));
+      case ActionKind::kRecvB:
+        post_until(++recvs_seen);  // this one, if the window had not reached it
         break;
-      }
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+        // The backends keep a send's buffer until the send completes (TestSends): nothing to
+        // wait for before the buffer is reused.
+        backend_.TestSends();
+        break;
+      case ActionKind::kWaitReduceGrad:
+        drain_reductions(a);
+        break;
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+        break;  // the executor's models are not sharded (no FSDP)
       case ActionKind::kReduceGrad: {
         const auto s = Clock::now();
         backend_.StartReduceGrad(a.stage);

@@ -1,10 +1,11 @@
 // engine.h — interprets one rank's program, action by action, through a Backend.
 //
 // The engine is the executor's half of "one IR, two consumers": it reads the same lowered
-// per-rank programs as the simulator. Receives are posted early (a window of the next
-// `recv_window` receives in program order) and sends never block, so communication overlaps
-// computation as the schedule intends. Every wait has a deadline: a receive, send or
-// collective that stalls raises TimeoutError naming the rank, the action and the peer.
+// per-rank programs as the simulator. A RECV posts (torch's meaning; posting also runs up to
+// `recv_window` receives ahead in program order), and the compute that consumes its data waits
+// for it; sends never block, so communication overlaps computation as the schedule intends. Every
+// wait has a deadline: a receive, send or collective that stalls raises TimeoutError naming the
+// rank, the action and the peer.
 //
 //   Engine engine(schedule, pp_rank, backend, {.timeout_s = 300});
 //   std::vector<TimelineEvent> events = engine.RunStep(step);

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto s = pipetwin::ParseScheduleCsv(text, "fuzz.csv");
   if (!s) return 0;
-  const std::string out = pipetwin::WriteScheduleCsv(*s, CsvFormat::kComputeComms);
+  const std::string out = pipetwin::WriteScheduleCsv(*s, CsvFormat::kPipetwin);
   auto back = pipetwin::ParseScheduleCsv(out, "fuzz.csv");
   if (!back || back->programs != s->programs) std::abort();
   return 0;

@@ -44,6 +44,11 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
       case ActionKind::kRecvF:
       case ActionKind::kSendB:
       case ActionKind::kRecvB:
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+      case ActionKind::kWaitReduceGrad:
         break;
     }
   }

@@ -53,6 +53,11 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
       case ActionKind::kRecvB:
       case ActionKind::kReduceGrad:
       case ActionKind::kOptimizer:
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+      case ActionKind::kWaitReduceGrad:
         break;
     }
   }
@@ -133,6 +138,12 @@ RankMemory CpuExecutorRankMemory(const Schedule& s, int pp_rank, const JobCosts&
       case ActionKind::kOptimizer:  // ZeRO-1: the padded parameters, gathered, then both freed
         consider(act, comm + c.zero1_padded_bytes);
         comm -= c.zero1_padded_bytes;
+        break;
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+      case ActionKind::kWaitReduceGrad:
         break;
     }
   }

@@ -138,16 +138,19 @@ py::object SimulateJob(const py::dict& job_dict) {
 
 std::vector<std::vector<std::string>> ScheduleOf(const py::dict& job_dict,
                                                  const std::string& format) {
-  if (format != "compute_only" && format != "compute_comms") {
-    throw py::value_error("format: must be compute_only or compute_comms, got '" + format + "'");
+  if (format != "compute_only" && format != "compute_comms" && format != "pipetwin") {
+    throw py::value_error("format: must be compute_only, compute_comms or pipetwin, got '" +
+                          format + "'");
   }
-  const CsvFormat f = format == "compute_only" ? CsvFormat::kComputeOnly : CsvFormat::kComputeComms;
+  const CsvFormat f = format == "compute_only"    ? CsvFormat::kComputeOnly
+                      : format == "compute_comms" ? CsvFormat::kComputeComms
+                                                  : CsvFormat::kPipetwin;
   const ResolvedJob job = Resolve(job_dict);
   std::vector<std::vector<std::string>> out;
-  for (const auto& program : job.schedule.programs) {
+  for (const auto& program : ScheduleForCsv(job.schedule, f).programs) {
     auto& row = out.emplace_back();
     for (const Action& a : program) {
-      if (KeptIn(f, a)) row.push_back(a.ToString());
+      row.push_back(a.ToString());
     }
   }
   return out;
@@ -186,7 +189,8 @@ PYBIND11_MODULE(pipetwin, m) {
   m.def("schedule", &pipetwin::ScheduleOf, py::arg("job"), py::kw_only(),
         py::arg("format") = "compute_comms",
         "The lowered per-rank programs: one list of action strings per rank ('0F0', "
-        "'1SEND_F2'); format='compute_only' keeps F, B, I, W only.");
+        "'1SEND_F2') as torch's runtime runs them; format='compute_only' keeps F, B, I, W "
+        "only, format='pipetwin' every action of pipetwin's IR (OPT too).");
   m.def("plan", &pipetwin::PlanJob, py::arg("plan"), py::kw_only(), py::arg("top") = 10,
         py::arg("threads") = 0,
         "The best layouts for a plan (a dict with a job's keys and `search:`); returns what "

@@ -9,7 +9,9 @@ namespace pipetwin {
 namespace {
 
 constexpr std::array<std::string_view, kNumActionKinds> kNames = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "OPT"};
+    "F",           "B",           "I",       "W",           "SEND_F",
+    "RECV_F",      "SEND_B",      "RECV_B",  "REDUCE_GRAD", "OPT",
+    "WAIT_SEND_F", "WAIT_SEND_B", "UNSHARD", "RESHARD",     "WAIT_REDUCE_GRAD"};
 
 bool ParseInt(std::string_view s, std::int32_t* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -54,7 +56,9 @@ Expected<Action> Action::Parse(std::string_view text) {
   auto fail = [&](std::string_view why) {
     return Error::BadInput("bad action " + ShowCell(text) + ": " + std::string(why) +
                            " (allowed: <stage><KIND><microbatch> with KIND one of F, B, I, W, "
-                           "SEND_F, RECV_F, SEND_B, RECV_B, or <stage>REDUCE_GRAD, <stage>OPT)");
+                           "SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B; "
+                           "<stage><KIND> with KIND one of REDUCE_GRAD, WAIT_REDUCE_GRAD, "
+                           "UNSHARD, RESHARD, OPT; or (A;B)OVERLAP_F_B in a CSV cell)");
   };
   std::size_t i = 0;
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
@@ -78,7 +82,7 @@ Expected<Action> Action::Parse(std::string_view text) {
     if (rest.empty()) return fail("a microbatch number must follow the kind");
     if (!ParseInt(rest, &a.microbatch)) return fail("bad microbatch number");
   } else if (!rest.empty()) {
-    return fail("REDUCE_GRAD and OPT take no microbatch");
+    return fail(std::string(kind) + " takes no microbatch");
   }
   return a;
 }

@@ -3,8 +3,9 @@
 // An Action is one step of one rank's program: `<stage><KIND><microbatch>` in PyTorch's
 // torch.distributed.pipelining syntax, e.g. "2F0" (forward of stage 2 on microbatch 0),
 // "1B3" (full backward), "0I1" (input-gradient backward), "0W1" (weight-gradient backward),
-// "3SEND_F1", "1RECV_B0". Actions without a microbatch name a whole stage (model chunk):
-// "2REDUCE_GRAD" (data-parallel gradient reduction of stage 2), "2OPT" (its optimizer step).
+// "3SEND_F1", "1RECV_B0", "3WAIT_SEND_F1". Actions without a microbatch name a whole stage
+// (model chunk): "2REDUCE_GRAD" (data-parallel gradient reduction of stage 2), "2OPT" (its
+// optimizer step), "2UNSHARD", "2RESHARD", "2WAIT_REDUCE_GRAD".
 //
 //   Expected<Action> a = Action::Parse("3SEND_F1");
 //   assert(a->ToString() == "3SEND_F1");
@@ -29,8 +30,14 @@ enum class ActionKind : std::uint8_t {
   kRecvB,           // RECV_B: gradient from the next stage
   kReduceGrad,      // REDUCE_GRAD: data-parallel gradient reduction of one stage
   kOptimizer,       // OPT: optimizer step of one stage
+  // Kinds torch 2.15's _PipelineScheduleRuntime writes (and pipetwin reads with its meaning):
+  kWaitSendF,       // WAIT_SEND_F: wait until SEND_F's buffer may be reused (its transfer done)
+  kWaitSendB,       // WAIT_SEND_B: the same for SEND_B
+  kUnshard,         // UNSHARD: FSDP all-gather of a stage's parameters (whole stage)
+  kReshard,         // RESHARD: FSDP free of the gathered parameters (whole stage)
+  kWaitReduceGrad,  // WAIT_REDUCE_GRAD: wait until the stage's REDUCE_GRAD is done
 };
-inline constexpr int kNumActionKinds = 10;
+inline constexpr int kNumActionKinds = 15;
 
 // The text of a kind as it appears in an action: "F", "SEND_F", "REDUCE_GRAD", ...
 std::string_view KindName(ActionKind kind);
@@ -46,9 +53,15 @@ constexpr bool IsP2P(ActionKind k) {
   return k == ActionKind::kSendF || k == ActionKind::kRecvF || k == ActionKind::kSendB ||
          k == ActionKind::kRecvB;
 }
-// True where the action names a microbatch (everything but REDUCE_GRAD and OPT).
+// True for WAIT_SEND_F and WAIT_SEND_B.
+constexpr bool IsWaitSend(ActionKind k) {
+  return k == ActionKind::kWaitSendF || k == ActionKind::kWaitSendB;
+}
+// True where the action names a microbatch (all but the whole-stage kinds REDUCE_GRAD, OPT,
+// UNSHARD, RESHARD and WAIT_REDUCE_GRAD).
 constexpr bool HasMicrobatch(ActionKind k) {
-  return k != ActionKind::kReduceGrad && k != ActionKind::kOptimizer;
+  return k != ActionKind::kReduceGrad && k != ActionKind::kOptimizer && k != ActionKind::kUnshard &&
+         k != ActionKind::kReshard && k != ActionKind::kWaitReduceGrad;
 }
 
 struct Action {
@@ -80,6 +93,11 @@ constexpr std::int32_t PeerStage(const Action& a) {
     case ActionKind::kBackwardWeight:
     case ActionKind::kReduceGrad:
     case ActionKind::kOptimizer:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       break;
   }
   return -1;
@@ -107,6 +125,11 @@ constexpr Action MatchingP2P(const Action& a) {
     case ActionKind::kBackwardWeight:
     case ActionKind::kReduceGrad:
     case ActionKind::kOptimizer:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       break;
   }
   return Action{PeerStage(a), k, a.microbatch};

@@ -1,21 +1,27 @@
 // DualPipeV (DeepSeek-V3 technical report, 2024; the "cut in half" DualPipe): two chunks per
-// rank in a V, as ZB-V (rank r holds stage r and stage 2p − 1 − r). DualPipe's point is that
-// in its steady state every step pairs the forward of one chunk with the backward of the
-// other, so that one's communication hides behind the other's computation; here the pair is
-// two consecutive actions, and the simulator charges them one after the other.
+// rank in a V, as ZB-V (rank r holds stage r and stage 2p − 1 − r). In its steady state every
+// step pairs the forward of one chunk with the full backward of the other, so that one's
+// communication hides behind the other's computation; here a pair is two consecutive
+// actions (F, then B), the order torch's runtime runs OVERLAP_F_B's sub-actions in.
 //
-// Rank r's program, in phases. Read against ZB-V (gen_zbv.cc): the warm-up is the same up to
-// the first chunk-1 backward; from there on DualPipeV pairs each forward with a backward of
-// the OTHER chunk, where ZB-V pairs it with the same chunk's.
-//   1. 2(p − r − 1) chunk-0 forwards;
+// The order is DeepSeek's reference, `DualPipeV.step` in github.com/deepseek-ai/DualPipe
+// (dualpipe/dualpipev.py, 2025; torch.distributed.pipelining's ScheduleDualPipeV follows it),
+// learned from its eight steps and written anew. Rank r of p, chunk 0 = stage r, chunk 1 =
+// stage 2p − 1 − r; I is an input-gradient backward whose W is queued, W pops the oldest:
+//   1. 2(p − r − 1) chunk-0 F;
 //   2. r + 1 times: chunk-0 F, chunk-1 F;
-//   3. p − r − 1 times: chunk-1 I, W, F (zero bubble: backward split, W right away);
-//   4. steady state, m − 2p + r + 1 times: chunk-0 F + chunk-1 B, chunk-1 F + chunk-0 B;
-//   5. p − r − 1 times: chunk-1 B, chunk-1 F + chunk-0 B (the last chunk-1 forwards);
-//   6. r + 1 times: chunk-1 B, chunk-0 B, the later half split into I with W deferred;
-//   7. p − r − 1 times: one deferred W, chunk-0 I (W deferred);
-//   8. the deferred Ws, oldest first.
-// DeepSeek's reference needs m ≥ 2p microbatches; this order needs m ≥ 2p − 1.
+//   3. p − r − 1 times: chunk-1 I, W, chunk-1 F;
+//   4. m − 2p + r + 1 times: chunk-0 F + chunk-1 B, chunk-1 F + chunk-0 B (on the last rank
+//      the first of these pairs is not overlapped, which does not change the order);
+//   5. p − r − 1 times: chunk-1 B, chunk-1 F + chunk-0 B;
+//   6. r + 1 times: chunk-1 backward, chunk-0 backward, full B until the middle step
+//      k = ⌊(r + 1)/2⌋ and I from then on; at that step an even rank still runs chunk 1's
+//      backward full and splits only chunk 0's, an odd rank splits both;
+//   7. p − r − 1 times: W, chunk-0 I;
+//   8. r + 1 times: W (the queue is then empty).
+// The reference asserts m ≥ 2p microbatches (torch: at least as many as stages); so does this
+// generator. (pipetwin before issue 13 split chunk 1's backward at the middle step on even
+// ranks too and allowed m = 2p − 1; that order cost one F of makespan and was dropped.)
 #include <algorithm>
 #include <deque>
 #include <string>
@@ -29,11 +35,10 @@ Expected<Schedule> GenerateDualPipeV(const GeneratorParams& p) {
     return Error::BadInput(
         "dualpipev: vpp must be 2 (DualPipeV always places two chunks per rank)");
   }
-  if (p.microbatches < 2 * p.pp - 1) {
-    return Error::BadInput("dualpipev: needs at least 2·pp − 1 = " + std::to_string(2 * p.pp - 1) +
+  if (p.microbatches < 2 * p.pp) {
+    return Error::BadInput("dualpipev: needs at least 2·pp = " + std::to_string(2 * p.pp) +
                            " microbatches (got " + std::to_string(p.microbatches) +
-                           "): its steady state pairs a forward with a backward, and the first "
-                           "backward reaches the first rank only after 2·pp − 1 forwards");
+                           "), as DeepSeek's reference does: one per stage of the V");
   }
   auto s = NewSchedule("dualpipev", p, 2, true);
   if (!s) return s;
@@ -82,16 +87,17 @@ Expected<Schedule> GenerateDualPipeV(const GeneratorParams& p) {
       F(1);
       B(0, false);
     }
+    const int middle = (r + 1) / 2;
+    const bool odd = r % 2 == 1;
     for (int k = 0; k < r + 1; ++k) {
-      const bool split = k >= (r + 1) / 2;
-      B(1, split);
-      B(0, split);
+      B(1, k > middle || (odd && k == middle));
+      B(0, k >= middle);
     }
     for (int k = 0; k < down; ++k) {
       PopW();
       B(0, true);
     }
-    while (!deferred_w.empty()) PopW();
+    for (int k = 0; k < r + 1; ++k) PopW();
   }
   return s;
 }

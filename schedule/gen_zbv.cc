@@ -10,6 +10,8 @@
 //   4. steady state: chunk-0 F, I, W, chunk-1 F, I, W, while forwards remain;
 //   5. cool-down: r times chunk-0 I, chunk-1 I (Ws wait); p − r times chunk-0 I, W;
 //   6. the Ws that are left, chunk 1 first.
+// With m < 2p − 1 the phases run for 2p − 1 microbatches and the actions of the missing ones
+// are dropped (torch.distributed.pipelining's ScheduleZBVZeroBubble does the same).
 #include <algorithm>
 
 #include "schedule/generators.h"
@@ -31,7 +33,9 @@ Expected<Schedule> GenerateZbv(const GeneratorParams& p) {
   auto s = NewSchedule("zbv", p, 2, true);
   if (!s) return s;
   const int pp = p.pp;
-  const int m = p.microbatches;
+  // Below 2p − 1 microbatches the order is that of 2p − 1 with the missing microbatches
+  // left out, as torch's ScheduleZBVZeroBubble builds it (the phases assume a full pipeline).
+  const int m = std::max(p.microbatches, 2 * pp - 1);
   for (int r = 0; r < pp; ++r) {
     auto& prog = s->programs[static_cast<std::size_t>(r)];
     ChunkCursor c0{r};
@@ -74,6 +78,7 @@ Expected<Schedule> GenerateZbv(const GeneratorParams& p) {
     }
     while (c1.w < m) W(c1);
     while (c0.w < m) W(c0);
+    std::erase_if(prog, [&](const Action& a) { return a.microbatch >= p.microbatches; });
   }
   return s;
 }

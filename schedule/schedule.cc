@@ -70,6 +70,11 @@ InflightPeaks ComputeInflightPeaks(const std::vector<Action>& program) {
       case ActionKind::kRecvB:
       case ActionKind::kReduceGrad:
       case ActionKind::kOptimizer:
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+      case ActionKind::kWaitReduceGrad:
         break;
     }
   }

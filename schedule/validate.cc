@@ -144,6 +144,8 @@ Status IndexActions(Checker& c) {
                         std::to_string(M - 1),
                     {{r, i}});
       }
+      // FSDP may gather and free a stage's parameters several times in a step.
+      if (a.kind == ActionKind::kUnshard || a.kind == ActionKind::kReshard) continue;
       int& p = c.pos.at(a.kind, a.stage, a.microbatch);
       if (p != kNone) {
         return Fail(s, source,
@@ -211,6 +213,16 @@ Status CheckSendRecvPairs(const Checker& c, int st, int mb) {
                         {ActionKind::kRecvF, st, up},
                         {ActionKind::kSendB, st, up},
                         {ActionKind::kRecvB, st, down}};
+  for (const auto& [wait, send] : {std::pair{ActionKind::kWaitSendF, ActionKind::kSendF},
+                                   std::pair{ActionKind::kWaitSendB, ActionKind::kSendB}}) {
+    const int w = c.pos.at(wait, st, mb);
+    if (w != kNone && c.pos.at(send, st, mb) == kNone) {
+      return Fail(s, source,
+                  RankStep(r, w) + ": " + Action{st, wait, mb}.ToString() + " has no " +
+                      Action{st, send, mb}.ToString() + " to wait for",
+                  {{r, w}});
+    }
+  }
   for (const Edge& e : edges) {
     const int p = c.pos.at(e.kind, e.stage, mb);
     if (e.needed && p == kNone) {
@@ -276,6 +288,10 @@ Status CheckMicrobatchOrder(const Checker& c, int st, int mb) {
              "a backward needs its gradient received first"),
       Before(c, r, ig, st, ActionKind::kSendB, st, mb,
              "a send needs the backward's input gradient"),
+      Before(c, r, ActionKind::kSendF, st, ActionKind::kWaitSendF, st, mb,
+             "WAIT_SEND_F waits for a send already posted"),
+      Before(c, r, ActionKind::kSendB, st, ActionKind::kWaitSendB, st, mb,
+             "WAIT_SEND_B waits for a send already posted"),
   };
   for (const Status& e : checks) {
     if (!e) return e;
@@ -311,6 +327,13 @@ Status CheckStageTail(const Checker& c, int st) {
   }
   const int rg = c.pos.at(ActionKind::kReduceGrad, st, 0);
   const int opt = c.pos.at(ActionKind::kOptimizer, st, 0);
+  const int wrg = c.pos.at(ActionKind::kWaitReduceGrad, st, 0);
+  if (wrg != kNone && (rg == kNone || wrg < rg)) {
+    return Fail(c.s, c.source,
+                "rank " + std::to_string(r) + ": " + std::to_string(st) +
+                    "WAIT_REDUCE_GRAD has no " + std::to_string(st) + "REDUCE_GRAD before it",
+                {{r, wrg}});
+  }
   if (rg != kNone && rg < last_grad) {
     return Fail(c.s, c.source,
                 "rank " + std::to_string(r) + ": " + std::to_string(st) +
@@ -337,30 +360,36 @@ Status CheckOrder(const Checker& c) {
   return OkStatus();
 }
 
-// Whether `a` can run in the dry run, given the actions done so far: sends never block, a
-// receive waits for its send, a compute action waits for its cross-rank input where the
-// schedule carries no communication.
+// Whether `a` can run in the dry run, given the actions done so far. A receive only posts
+// (torch's meaning: its wait is at the compute that consumes the data), so sends and receives
+// never block; a compute action whose input crosses ranks waits for the matching send (or,
+// where the schedule carries no communication, for the producing compute).
 bool Ready(const Checker& c, const ActionTable& done, bool comms, const Action& a) {
   const int st = a.stage;
   const int mb = a.microbatch;
   switch (a.kind) {
-    case ActionKind::kRecvF:
-      return done.at(ActionKind::kSendF, st - 1, mb) != kNone;
-    case ActionKind::kRecvB:
-      return done.at(ActionKind::kSendB, st + 1, mb) != kNone;
     case ActionKind::kForward:
-      if (comms || st == 0 || c.RankOf(st - 1) == c.RankOf(st)) return true;
+      if (st == 0 || c.RankOf(st - 1) == c.RankOf(st)) return true;
+      if (comms) return done.at(ActionKind::kSendF, st - 1, mb) != kNone;
       return done.at(ActionKind::kForward, st - 1, mb) != kNone;
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
-      if (comms || st == c.s.num_stages - 1 || c.RankOf(st + 1) == c.RankOf(st)) return true;
+      if (st == c.s.num_stages - 1 || c.RankOf(st + 1) == c.RankOf(st)) return true;
+      if (comms) return done.at(ActionKind::kSendB, st + 1, mb) != kNone;
       return done.at(ActionKind::kBackward, st + 1, mb) != kNone ||
              done.at(ActionKind::kBackwardInput, st + 1, mb) != kNone;
+    case ActionKind::kRecvF:
+    case ActionKind::kRecvB:
     case ActionKind::kBackwardWeight:
     case ActionKind::kSendF:
     case ActionKind::kSendB:
     case ActionKind::kReduceGrad:
     case ActionKind::kOptimizer:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       return true;  // local order was checked above
   }
   return true;
@@ -378,13 +407,16 @@ Error DeadlockError(const Checker& c, const std::vector<std::size_t>& pc) {
     if (i >= prog.size()) continue;
     const Action& a = prog[i];
     std::string waits;
+    const bool comms = s.HasComms();
     switch (a.kind) {
-      case ActionKind::kRecvF:
-      case ActionKind::kRecvB:
-        waits = MatchingP2P(a).ToString();
-        break;
       case ActionKind::kForward:
-        waits = Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();
+        waits = comms ? Action{a.stage - 1, ActionKind::kSendF, a.microbatch}.ToString()
+                      : Action{a.stage - 1, ActionKind::kForward, a.microbatch}.ToString();
+        break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        waits = comms ? Action{a.stage + 1, ActionKind::kSendB, a.microbatch}.ToString()
+                      : "the next stage's backward of microbatch " + std::to_string(a.microbatch);
         break;
       default:
         waits = "the next stage's backward of microbatch " + std::to_string(a.microbatch);

@@ -25,6 +25,7 @@ struct RankState {
   SimTime cursor;     // when the rank may issue its next action
   SimTime coll_free;  // collective stream
   bool passed_barrier = false;
+  bool input_done = false;  // the compute at pc has waited for its received input
   std::vector<Link> links;
 };
 
@@ -112,9 +113,46 @@ class Engine {
       case ActionKind::kSendB:
       case ActionKind::kRecvB:
       case ActionKind::kReduceGrad:
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+      case ActionKind::kWaitReduceGrad:
         break;
     }
     return SimTime();
+  }
+
+  // Before a compute whose input comes from another rank: waits for the data of the matching
+  // receive (posted earlier) and records that wait as the receive's event. False while the
+  // send has not happened yet (the sender wakes this rank).
+  bool AwaitInput(int r, const Action& a, SimTime now) {
+    RankState& st = ranks_[static_cast<std::size_t>(r)];
+    const bool fwd = a.kind == ActionKind::kForward;
+    if (!fwd && a.kind != ActionKind::kBackward && a.kind != ActionKind::kBackwardInput) {
+      return true;
+    }
+    const int from_stage = fwd ? a.stage - 1 : a.stage + 1;
+    if (from_stage < 0 || from_stage >= s_.num_stages ||
+        s_.stage_to_rank[static_cast<std::size_t>(from_stage)] == r) {
+      return true;
+    }
+    if (st.input_done) return true;  // waited already (woken after the data arrived)
+    const std::size_t slot = Slot(from_stage, a.microbatch, fwd ? 0 : 1);
+    if (arrival_[slot] == kUnknown) {
+      waiter_[slot] = r;
+      return false;
+    }
+    const Action recv{a.stage, fwd ? ActionKind::kRecvF : ActionKind::kRecvB, a.microbatch};
+    const SimTime end = Max(st.cursor, SimTime::FromNanos(arrival_[slot]));
+    Record(r, recv, Stream::kRecv, st.cursor, end, PeerRank(s_, recv), 0);
+    st.cursor = end;
+    if (end > now) {
+      st.input_done = true;
+      Push(end, r);
+      return false;
+    }
+    return true;
   }
 
   // Runs rank r's program from its program counter until it must wait for time to pass
@@ -153,6 +191,8 @@ class Engine {
         case ActionKind::kBackward:
         case ActionKind::kBackwardInput:
         case ActionKind::kBackwardWeight: {
+          if (!AwaitInput(r, a, now)) return;  // woken by the send or the arrival
+          st.input_done = false;
           const SimTime start = st.cursor;
           const SimTime end = start + ComputeCost(a);
           Record(r, a, Stream::kCompute, start, end, -1, 0);
@@ -183,26 +223,39 @@ class Engine {
           break;
         }
         case ActionKind::kRecvF:
-        case ActionKind::kRecvB: {
-          const bool fwd = a.kind == ActionKind::kRecvF;
-          const int sender_stage = PeerStage(a);
-          const std::size_t slot = Slot(sender_stage, a.microbatch, fwd ? 0 : 1);
-          if (arrival_[slot] == kUnknown) {
-            waiter_[slot] = r;  // woken by the matching send
-            return;
-          }
-          const SimTime arrive = SimTime::FromNanos(arrival_[slot]);
-          const SimTime end = Max(st.cursor, arrive);
-          const int peer = PeerRank(s_, a);
-          Record(r, a, Stream::kRecv, st.cursor, end, peer, 0);
-          st.cursor = end;
+        case ActionKind::kRecvB:
+          // A receive posts; the compute that consumes the data waits (AwaitInput).
           ++st.pc;
-          if (end > now) {
-            Push(end, r);
+          break;
+        case ActionKind::kWaitSendF:
+        case ActionKind::kWaitSendB: {
+          // The send's buffer is free once its transfer is done (validation put the send
+          // earlier on this rank, so its end is known).
+          const std::size_t slot =
+              Slot(a.stage, a.microbatch, a.kind == ActionKind::kWaitSendF ? 0 : 1);
+          st.cursor = Max(st.cursor, SimTime::FromNanos(std::max<std::int64_t>(arrival_[slot], 0)));
+          ++st.pc;
+          if (st.cursor > now) {
+            Push(st.cursor, r);
             return;
           }
           break;
         }
+        case ActionKind::kWaitReduceGrad:
+          // The rank's collective stream runs reductions in order: this one is done when the
+          // stream is free of everything issued so far.
+          st.cursor = Max(st.cursor, st.coll_free);
+          ++st.pc;
+          if (st.cursor > now) {
+            Push(st.cursor, r);
+            return;
+          }
+          break;
+        case ActionKind::kUnshard:
+        case ActionKind::kReshard:
+          // FSDP parameter all-gather and free: no cost in the table yet (not modelled).
+          ++st.pc;
+          break;
         case ActionKind::kReduceGrad: {
           const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
           const SimTime start = Max(st.cursor, st.coll_free);

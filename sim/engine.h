@@ -4,8 +4,11 @@
 // order), a collective stream (REDUCE_GRAD, overlapping compute), and a link to each
 // pipeline neighbour in each direction (transfers on one link run one after another, in the
 // order they were sent). Communication overlaps computation: a SEND is posted and the rank
-// goes on; a RECV waits until the data has arrived. With optimizer_sync, every rank's first
-// OPT waits for a barrier across all ranks (DESIGN.md, "Iteration time").
+// goes on; a RECV posts too (torch's meaning), and the compute that consumes its data waits
+// until it has arrived (the wait is recorded as the RECV's event). WAIT_SEND_* waits until its
+// send's transfer is done, WAIT_REDUCE_GRAD until the rank's reductions are; UNSHARD and
+// RESHARD cost nothing (FSDP is not modelled). With optimizer_sync, every rank's first OPT
+// waits for a barrier across all ranks (DESIGN.md, "Iteration time").
 //
 // Events are kept in a queue ordered by (time, insertion sequence), so the order is
 // deterministic; time is an integer. The engine asserts that time never runs backwards and

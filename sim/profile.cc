@@ -147,6 +147,11 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
           case ActionKind::kSendB:
           case ActionKind::kRecvB:
           case ActionKind::kReduceGrad:
+          case ActionKind::kWaitSendF:
+          case ActionKind::kWaitSendB:
+          case ActionKind::kUnshard:
+          case ActionKind::kReshard:
+          case ActionKind::kWaitReduceGrad:
             break;
         }
       }

@@ -217,6 +217,11 @@ void CpuBackend::Compute(const Action& a) {
     case ActionKind::kSendB:
     case ActionKind::kRecvB:
     case ActionKind::kReduceGrad:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       throw std::logic_error("CpuBackend::Compute called with " + a.ToString());
   }
 }

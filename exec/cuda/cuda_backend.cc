@@ -299,6 +299,11 @@ void CudaBackend<T>::Compute(const Action& a) {
     case ActionKind::kSendB:
     case ActionKind::kRecvB:
     case ActionKind::kReduceGrad:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       throw std::logic_error("CudaBackend::Compute called with " + a.ToString());
   }
   PT_CUDA_CHECK(cudaEventRecord(ev_end, compute_));

@@ -55,7 +55,8 @@ expect 2 "model.preset: must be one of" -- simulate \
   "$(job preset.yaml 'schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt5}\ntraining: {global_batch: 8}\n')"
 expect 2 "1B0 \(step 0\) comes before 1F0" -- simulate "$src/examples/schedules/bad-order.yaml"
 expect 2 "unknown option --asci" -- simulate "$src/examples/schedules/1f1b.yaml" --asci
-expect 2 "--format: must be compute_only or compute_comms" -- schedule "$src/examples/schedules/1f1b.yaml" --format xml
+expect 2 "--format: must be compute_only, compute_comms or pipetwin" -- schedule "$src/examples/schedules/1f1b.yaml" --format xml
+expect 2 "--idle-cells: only with --format compute_only" -- schedule "$src/examples/schedules/1f1b.yaml" --format compute_comms --idle-cells
 
 # A failed run leaves an existing report untouched.
 echo keep > "$dir/r.json"
@@ -116,7 +117,7 @@ expect 2 "big.csv: row 1, column 1: stage 999999999 is out of range" -- simulate
   "$(job bigcsv.yaml 'schedule: csv:big.csv\nmicrobatches: 1\nparallel: {pp: 1}\ncosts: {forward_ms: 1}\n')"
 
 # The schedule written as CSV loads back as the same schedule (a csv: job simulates the same).
-"$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format compute_comms || fail=1
+"$bin" schedule "$src/examples/schedules/zb-h1.yaml" --csv "$dir/zb.csv" --format pipetwin || fail=1
 job csvjob.yaml "schedule: csv:zb.csv\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1.0, backward_input_ms: 1.0, backward_weight_ms: 1.0}\n" >/dev/null
 "$bin" simulate "$dir/csvjob.yaml" --report "$dir/csv.json" >/dev/null || fail=1
 "$bin" simulate "$src/examples/schedules/zb-h1.yaml" --report "$dir/gen.json" >/dev/null || fail=1

@@ -82,7 +82,7 @@ try:
     pipetwin.schedule(job, format="xml")
     check(False, "format='xml' raises ValueError")
 except ValueError as e:
-    check("compute_only or compute_comms" in str(e), f"format='xml': {e}")
+    check("compute_only, compute_comms or pipetwin" in str(e), f"format='xml': {e}")
 
 # A relative csv: schedule resolves against the current directory.
 csv_path = os.path.join(tmp, "s.csv")

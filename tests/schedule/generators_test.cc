@@ -37,6 +37,25 @@ TEST_P(Golden, ReproducesTheZeroBubblePaperFigure) {
 
 INSTANTIATE_TEST_SUITE_P(Reference, Golden, ::testing::Values("1f1b", "zb-h1", "zb-h2"));
 
+// ZB-V with fewer than 2p − 1 microbatches, against torch 2.15's own order (README there).
+TEST(Generators, ZbvBelowAFullPipelineFollowsTorch) {
+  const std::string golden =
+      ReadFile(std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/zbv-p4-m4.csv");
+  ASSERT_FALSE(golden.empty());
+  EXPECT_EQ(WriteScheduleCsv(Gen("zbv", 4, 4), CsvFormat::kComputeOnly), golden);
+}
+
+// DualPipeV against DeepSeek's reference order, worked by hand (tests/data/reference/README.md).
+TEST(Generators, DualPipeVFollowsDeepSeeksReference) {
+  for (const auto& [pp, m] : {std::pair{4, 8}, std::pair{2, 4}}) {
+    const std::string file = std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/dualpipev-p" +
+                             std::to_string(pp) + "-m" + std::to_string(m) + ".csv";
+    const std::string golden = ReadFile(file);
+    ASSERT_FALSE(golden.empty()) << "missing " << file;
+    EXPECT_EQ(WriteScheduleCsv(Gen("dualpipev", pp, m), CsvFormat::kComputeOnly), golden) << file;
+  }
+}
+
 // Every generator, every pp 1..16 and m 1..64 that it allows, lowered, must validate
 // (counts, order, no deadlock).
 TEST(Generators, AllValidateOverTheGrid) {
@@ -51,7 +70,7 @@ TEST(Generators, AllValidateOverTheGrid) {
           if (g.name == "interleaved-1f1b") {
             EXPECT_NE(m % pp, 0) << "pp " << pp << " m " << m;
           } else if (g.name == "dualpipev") {
-            EXPECT_LT(m, 2 * pp - 1) << "pp " << pp << " m " << m;
+            EXPECT_LT(m, 2 * pp) << "pp " << pp << " m " << m;
           } else {
             ADD_FAILURE() << g.name << " refused pp " << pp << " m " << m << ": "
                           << s.error().message;
@@ -101,7 +120,10 @@ TEST(Generators, VShapePlacement) {
   EXPECT_EQ(s.stage_to_rank, (std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0}));
   auto bad = FindGenerator("dualpipev")->generate({4, 2, 6});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("at least 2·pp − 1 = 7"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("at least 2·pp = 8"), std::string::npos);
+  // DeepSeek's reference asserts m >= 2p: 2p − 1 is refused, 2p runs.
+  EXPECT_FALSE(FindGenerator("dualpipev")->generate({4, 2, 7}).ok());
+  EXPECT_TRUE(FindGenerator("dualpipev")->generate({4, 2, 8}).ok());
 }
 
 TEST(Lowering, FusedPassEqualsTheSeparatePasses) {
@@ -135,7 +157,7 @@ TEST(Lowering, AddsSendRecvOnlyAcrossRanks) {
   }
   // 1F1B pp 2 m 1 by hand.
   Schedule t = Lower(Gen("1f1b", 2, 1), {.reduce_grad = true, .optimizer = true});
-  EXPECT_EQ(WriteScheduleCsv(t, CsvFormat::kComputeComms),
+  EXPECT_EQ(WriteScheduleCsv(t, CsvFormat::kPipetwin),
             "0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0OPT\n"
             "1RECV_F0,1F0,1B0,1SEND_B0,1REDUCE_GRAD,1OPT\n");
 }

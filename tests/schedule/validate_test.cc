@@ -35,22 +35,37 @@ TEST(Validate, RejectsACrossedOrderAndMarksBothSteps) {
 }
 
 TEST(Validate, DetectsDeadlockBetweenRanks) {
-  // Rank 0 waits for the gradient of microbatch 1 before it sends the activation of
-  // microbatch 1, which rank 1 needs to produce that gradient. Each rank's own order is
-  // legal; only the dry run over both ranks finds the cycle.
+  // Rank 0 runs B0 (which needs rank 1's gradient of microbatch 0) before it sends the
+  // activation of microbatch 1; rank 1 runs F1 (which needs that activation) before it
+  // produces the gradient of microbatch 0. Each rank's own order is legal; only the dry run
+  // over both ranks finds the cycle.
   Status st = ValidateText(
-      "0F0,0SEND_F0,0RECV_B1,0F1,0SEND_F1,0RECV_B0,0B0,0B1\n"
+      "0F0,0SEND_F0,0RECV_B0,0B0,0F1,0SEND_F1,0RECV_B1,0B1\n"
       "1RECV_F0,1F0,1RECV_F1,1F1,1B1,1SEND_B1,1B0,1SEND_B0\n");
   ASSERT_FALSE(st.ok());
   const std::string& msg = st.error().message;
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(">0RECV_B1<"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(">1RECV_F1<"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("1RECV_F1 waits for 0SEND_F1"), std::string::npos) << msg;
-  // The same programs with rank 0's receive moved after its send run fine.
-  EXPECT_TRUE(ValidateText("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B1,0RECV_B0,0B0,0B1\n"
-                           "1RECV_F0,1F0,1RECV_F1,1F1,1B1,1SEND_B1,1B0,1SEND_B0\n")
+  EXPECT_NE(msg.find(">0B0<"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(">1F1<"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1F1 waits for 0SEND_F1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0B0 waits for 1SEND_B0"), std::string::npos) << msg;
+  // Rank 1 running B0 before F1 breaks the cycle.
+  EXPECT_TRUE(ValidateText("0F0,0SEND_F0,0RECV_B0,0B0,0F1,0SEND_F1,0RECV_B1,0B1\n"
+                           "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n")
                   .ok());
+}
+
+// A receive posts; the compute that consumes it waits (torch's meaning). Receives posted long
+// before their data is sent are fine, even ahead of sends the peer is waiting for.
+TEST(Validate, ReceivesPostAndTheComputeWaits) {
+  EXPECT_TRUE(ValidateText("0F0,0SEND_F0,0RECV_B1,0F1,0SEND_F1,0RECV_B0,0B0,0B1\n"
+                           "1RECV_F0,1RECV_F1,1F0,1F1,1B1,1SEND_B1,1B0,1SEND_B0\n")
+                  .ok());
+  // ... but never after that compute.
+  Status st = ValidateText("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("a forward needs its input received first"), std::string::npos)
+      << st.error().message;
 }
 
 TEST(Validate, DetectsDeadlockWithoutComms) {

@@ -155,6 +155,11 @@ void SleepBackend::Compute(const Action& a) {
     case ActionKind::kSendB:
     case ActionKind::kRecvB:
     case ActionKind::kReduceGrad:
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB:
+    case ActionKind::kUnshard:
+    case ActionKind::kReshard:
+    case ActionKind::kWaitReduceGrad:
       throw std::logic_error("SleepBackend::Compute called with " + a.ToString());
   }
   SleepUntil(start + SleepNs(a));

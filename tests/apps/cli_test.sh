@@ -4,23 +4,8 @@
 # when the run succeeds, and the same job giving the same bytes on every run.
 set -u
 bin=$1 src=$2
-dir=$(mktemp -d)
-fail=0
-expect() {  # expect STATUS PATTERN -- ARGS...
-  local want=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: pipetwin $* -> exit $rc (want $want), output:"
-    echo "$out" | head -8
-    fail=1
-  else
-    echo "ok: pipetwin $* -> $rc"
-  fi
-}
-job() { printf '%b' "$2" > "$dir/$1"; echo "$dir/$1"; }
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 
 expect 0 "simulate" -- --help
 expect 0 "validate" -- --help

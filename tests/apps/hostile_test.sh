@@ -4,23 +4,8 @@
 # --out, validate --out, plan --emit-jobs) and output file of plan checked before any work.
 set -u
 bin=$1 src=$2
-dir=$(mktemp -d)
-fail=0
-expect() {  # expect STATUS PATTERN -- ARGS...
-  local want=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: pipetwin $* -> exit $rc (want $want), output:"
-    echo "$out" | head -8
-    fail=1
-  else
-    echo "ok: pipetwin $* -> $rc"
-  fi
-}
-job() { printf '%b' "$2" > "$dir/$1"; echo "$dir/$1"; }
+# shellcheck source=expect.sh
+source "$(dirname "$0")/expect.sh"
 now_ms() { date +%s%3N; }
 
 # --- Cheap checks first (defect 8). tp 3 does not divide the tiny model's 4 heads. Before,

@@ -38,6 +38,8 @@ struct BackendConfig {
   int dp = 1;
   int dp_rank = 0;
   gpt::TpConfig tp;
+  gpt::Recompute recompute =
+      gpt::Recompute::kNone;  // training.recompute (the CPU backend's blocks)
   bool adam = true;
   float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
   // ZeRO-1 (dp > 1): gradients reduce-scattered over DP, each rank steps its 1/dp shard of

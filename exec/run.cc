@@ -196,6 +196,9 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
     return cfg.source.At("model", *why);
   }
+  bc.recompute = training.recompute == models::Recompute::kFull        ? gpt::Recompute::kFull
+                 : training.recompute == models::Recompute::kSelective ? gpt::Recompute::kSelective
+                                                                       : gpt::Recompute::kNone;
   bc.adam = training.optimizer == models::Optimizer::kAdam;
   bc.momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
   bc.zero1 = par.zero == 1 && par.dp > 1;

@@ -605,7 +605,8 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .first = s == 0,
                                                      .last = s == num_stages - 1,
                                                      .tp = par.tp,
-                                                     .sp = par.sp});
+                                                     .sp = par.sp,
+                                                     .recompute = t.recompute});
     sc.params = cm.params;
     sc.param_bytes = cm.param_bytes;
     sc.grad_bytes = cm.grad_bytes;

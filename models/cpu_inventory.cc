@@ -30,7 +30,14 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
       (r * h + r) + n * h + (3 * n * hl + probs) + n * hl + (r * h + r) + n * h + n * fl + n * fl;
   const std::int64_t block_pending =
       (n * h + 3 * n * hl) + (n * hl + n * h) + (n * h + n * fl) + (n * fl + n * h);
-  full += layers * block_full;
+  const bool selective = c.recompute == Recompute::kSelective;
+  const bool recompute_full = c.recompute == Recompute::kFull;
+  // What F of a block keeps under the recompute mode: everything; all but the probabilities;
+  // the block's input (R rows).
+  const std::int64_t block_kept = recompute_full ? r * h
+                                  : selective    ? block_full - probs
+                                                 : block_full;
+  full += layers * block_kept;
   pending += layers * block_pending;
   if (c.first) {
     full += r;
@@ -45,8 +52,11 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   std::vector<std::int64_t> events;
   if (c.last) events.push_back(-(r * h + r));
   for (std::int64_t l = 0; l < layers; ++l) {
-    events.insert(events.end(), {+n * h, -n * fl, +n * fl, -(r * h + r), +n * h,
-                                 -(3 * n * hl + probs), +3 * n * hl, -(r * h + r)});
+    // Full: the forward again (everything saved, the input still held), then the input freed.
+    if (recompute_full) events.insert(events.end(), {+block_full, -r * h});
+    events.insert(events.end(), {+n * h, -n * fl, +n * fl, -(r * h + r), +n * h});
+    if (selective) events.push_back(+probs);  // the attention core's forward again
+    events.insert(events.end(), {-(3 * n * hl + probs), +3 * n * hl, -(r * h + r)});
   }
   if (c.first) events.push_back(+r * h);
   std::int64_t level = 0;
@@ -68,7 +78,8 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t per_pass =
       c.sp ? 2 * (sent(Collective::kAllGather, n * h) + sent(Collective::kReduceScatter, n * h))
            : 2 * sent(Collective::kAllReduceRing, n * h);
-  std::int64_t tp_mb = layers * 2 * per_pass;
+  // Full recompute runs each block's forward collectives again in I.
+  std::int64_t tp_mb = layers * (recompute_full ? 3 : 2) * per_pass;
   if (c.last && c.sp) tp_mb += sent(Collective::kAllReduceRing, 1);
   std::int64_t replicated = layers * 6 * h;
   if (c.first) replicated += v * h + c.seq_len * h;

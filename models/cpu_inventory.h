@@ -20,12 +20,23 @@
 // at the start of I by `activations_i_transient` at most (the order in which I keeps and
 // frees tensors, replayed).
 //
+// Recompute (exec/cpu/block.h says what each mode runs) changes only what a block saves in F
+// and the working set of I; what a microbatch keeps from I to W is the same in every mode:
+//   selective: F saves the block as above without the probabilities (B·al·S·S); I re-creates
+//              them just before the attention core's backward, which frees them.
+//   full:      F saves the block's input only (R·h); I re-runs the block's forward (all of
+//              `saved by F` above exists at once, the input still held), then frees the input.
+//              The forward's TP collectives run a second time in I.
+//
 //   CpuChunkMemory m = PredictCpuChunkMemory({.micro_batch = 2, .seq_len = 64, .hidden = 64,
 //                                             .ffn_hidden = 256, .heads = 4, .vocab = 128,
-//                                             .layers = 2, .first = true, .last = false});
+//                                             .layers = 2, .first = true, .last = false,
+//                                             .recompute = Recompute::kFull});
 #pragma once
 
 #include <cstdint>
+
+#include "models/training.h"
 
 namespace pipetwin::models {
 
@@ -35,6 +46,7 @@ struct CpuChunkShape {
   bool first = false, last = false;
   std::int64_t tp = 1;
   bool sp = false;
+  Recompute recompute = Recompute::kNone;
 };
 
 struct CpuChunkMemory {

@@ -29,8 +29,8 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
 }
 
 TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
-                                   const TpContext& tp, int layer)
-    : tp_(tp), dropout_(model.dropout), layer_(layer) {
+                                   const TpContext& tp, int layer, Recompute recompute)
+    : tp_(tp), dropout_(model.dropout), layer_(layer), recompute_(recompute) {
   const LocalDims d = MakeLocalDims(model, tp.cfg);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
@@ -56,13 +56,43 @@ std::uint64_t BranchKey(std::uint64_t key, int layer, int branch) {
 }
 }  // namespace
 
-Tensor TransformerBlock::Forward(const Tensor& x, Saved* s, std::uint64_t dropout_key) const {
+Tensor TransformerBlock::Forward(Tensor x, Saved* s, std::uint64_t dropout_key) const {
   s->dropout_key = dropout_key;
+  switch (recompute_) {
+    case Recompute::kNone:
+      return ForwardSaving(x, dropout_key, s, /*keep_core=*/true);
+    case Recompute::kSelective:
+      return ForwardSaving(x, dropout_key, s, /*keep_core=*/false);
+    case Recompute::kFull: {
+      Tensor y;
+      {
+        Saved discarded;
+        const DiscardSaved scope;
+        y = ForwardSaving(x, dropout_key, &discarded, /*keep_core=*/true);
+      }
+      s->input = Keep(std::move(x));
+      return y;
+    }
+  }
+  return {};
+}
+
+Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_key, Saved* s,
+                                       bool keep_core) const {
   // Attention half.
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
-  a = attn_.Forward(std::move(a), &s->attn);
+  if (keep_core) {
+    a = attn_.Forward(std::move(a), &s->attn);
+  } else {
+    CausalSelfAttention::Saved core;
+    {
+      const DiscardSaved scope;
+      a = attn_.Forward(std::move(a), &core);
+    }
+    s->attn_qkv = Keep(std::move(core.qkv));
+  }  // core.probs, workspace, freed here
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
   proj_.AddBias(x1);
@@ -82,6 +112,11 @@ Tensor TransformerBlock::Forward(const Tensor& x, Saved* s, std::uint64_t dropou
 }
 
 Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
+  if (recompute_ == Recompute::kFull) {
+    // The forward again from the kept input, saving everything; its output is not needed.
+    const Tensor x = std::move(s->input);
+    (void)ForwardSaving(x, s->dropout_key, s, /*keep_core=*/true);
+  }  // x freed here
   // MLP half: dy reaches fc2's output (kept for W) and, through the residual, x1.
   Tensor g = Copy(dy);
   dropout_.Apply(g, BranchKey(s->dropout_key, layer_, 1), row_begin_);
@@ -97,6 +132,10 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   dropout_.Apply(a, BranchKey(s->dropout_key, layer_, 0), row_begin_);
   a = GatherToTpRegion(std::move(a), tp_);
   a = proj_.BackwardInput(std::move(a), &s->proj);
+  if (recompute_ == Recompute::kSelective) {
+    // The attention core's forward again from its kept input (s->attn becomes qkv + probs).
+    (void)attn_.Forward(std::move(s->attn_qkv), &s->attn);
+  }
   a = attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);

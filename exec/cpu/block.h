@@ -15,10 +15,29 @@
 // column-parallel linears keep the gathered input, the row-parallel ones the gathered output
 // gradient).
 //
-//   TransformerBlock block(params, model, tp, comm);   // comm may be null when tp.size == 1
+// Activation recomputation (the block's Recompute, Korthikanti et al. 2022). The recomputed
+// part is re-run by the same Forward code from its saved input, so whatever that forward does
+// (e.g. another attention core) is recomputed exactly; the dropout masks are counter-based on
+// the saved key, so nothing random is redrawn.
+//   kNone       F saves every tensor the backward needs (Saved below).
+//   kSelective  F keeps everything but the attention core's state: of it, only its input qkv
+//               [N, 3·hl] (Saved::attn_qkv), not the B·al·S·S probabilities. I re-runs the core's
+//               Forward from qkv just before the core's backward (the probabilities exist from
+//               there until the core's backward frees them, inside I).
+//   kFull       F keeps only the block's input x [R, h] (Saved::input); it runs the forward with
+//               its saved tensors discarded (DiscardSaved: they stay workspace, freed with the
+//               forward). I first re-runs Forward from x, saving as kNone does (the TP
+//               collectives of the forward run again), frees x, then runs the backward.
+// Split backward (I then W, zero-bubble schedules): in both modes the recomputed tensors are
+// consumed inside I, and what W needs is what it needs without recompute — each linear's input
+// (from the recomputed forward under kFull) and output gradient, kept from I until W. So the
+// memory a microbatch holds between its I and W is the same in all three modes; only what it
+// holds between F and I, and the working set inside I, differ (models/cpu_inventory.h).
+//
+//   TransformerBlock block(params, model, tp, layer, Recompute::kFull);
 //   TransformerBlock::Saved s;
-//   Tensor y = block.Forward(x, &s);
-//   Tensor dx = block.BackwardInput(dy, &s);
+//   Tensor y = block.Forward(std::move(x), &s);   // takes x over (kFull keeps it)
+//   Tensor dx = block.BackwardInput(dy, &s);      // recomputes first
 //   block.BackwardWeight(&s);
 #pragma once
 
@@ -63,20 +82,27 @@ class TransformerBlock {
     Linear::Saved fc1;
     Gelu::Saved gelu;
     Linear::Saved fc2;
+    Tensor input;                   // kFull: the block's input, from F until I recomputes
+    Tensor attn_qkv;                // kSelective: the attention core's input, from F until I
     std::uint64_t dropout_key = 0;  // from Forward, reused by BackwardInput
   };
 
   // layer: the global layer index (keys the dropout masks).
   TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp,
-                   int layer = 0);
+                   int layer = 0, Recompute recompute = Recompute::kNone);
 
   // dropout_key: per (step, microbatch); ignored when model.dropout == 0.
-  Tensor Forward(const Tensor& x, Saved* s,
+  Tensor Forward(Tensor x, Saved* s,
                  std::uint64_t dropout_key = 0) const;     // [rows, h] → [rows, h]
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [rows, h] → [rows, h]
   void BackwardWeight(Saved* s) const;
+  Recompute recompute() const { return recompute_; }
 
  private:
+  // The forward itself, saving what the backward needs (all of it when `keep_core`, else the
+  // attention core's input only, in s->attn_qkv).
+  Tensor ForwardSaving(const Tensor& x, std::uint64_t dropout_key, Saved* s, bool keep_core) const;
+
   TpContext tp_;
   LayerNorm ln1_, ln2_;
   Linear qkv_, proj_, fc1_, fc2_;
@@ -85,6 +111,7 @@ class TransformerBlock {
   Dropout dropout_;
   int layer_ = 0;
   Index row_begin_ = 0;
+  Recompute recompute_ = Recompute::kNone;
 };
 
 }  // namespace pipetwin::cpu

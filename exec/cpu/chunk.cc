@@ -60,7 +60,7 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
     bp.fc1_b = Ref(BlockParamName(l, "fc1_b"));
     bp.fc2_w = Ref(BlockParamName(l, "fc2_w"));
     bp.fc2_b = Ref(BlockParamName(l, "fc2_b"));
-    blocks_.emplace_back(bp, model, tp_, l);
+    blocks_.emplace_back(bp, model, tp_, l, spec.recompute);
   }
   if (spec.last) {
     final_ln_ = LayerNorm(Ref("head.ln_g"), Ref("head.ln_b"), model.layernorm_eps);
@@ -106,7 +106,7 @@ float Chunk::Forward(std::int64_t microbatch, const ForwardArgs& args) {
       Mix64(Mix64(model_.dropout_seed ^ static_cast<std::uint64_t>(args.step)) ^
             static_cast<std::uint64_t>(microbatch));
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i].Forward(x, &state->blocks[i], dropout_key);
+    x = blocks_[i].Forward(std::move(x), &state->blocks[i], dropout_key);
   }
 
   float loss = 0.0f;

@@ -72,8 +72,11 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
   for (int s = 0; s < stages; ++s) {
     const int n = cfg_.layers_per_stage[static_cast<std::size_t>(s)];
     if (cfg_.stage_to_rank[static_cast<std::size_t>(s)] == cfg_.pp_rank) {
-      cpu::ChunkSpec spec{
-          .first_layer = first_layer, .num_layers = n, .first = s == 0, .last = s == stages - 1};
+      cpu::ChunkSpec spec{.first_layer = first_layer,
+                          .num_layers = n,
+                          .first = s == 0,
+                          .last = s == stages - 1,
+                          .recompute = cfg_.recompute};
       auto chunk = std::make_unique<cpu::Chunk>(cfg_.model, spec, cfg_.tp, acc_, tp_coll_.get());
       chunk->set_loss_scale(1.0f / static_cast<float>(cfg_.microbatches * cfg_.dp));
       // Under ZeRO-1 each rank keeps the optimizer state of its shard only.

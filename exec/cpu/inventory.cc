@@ -4,21 +4,37 @@
 
 namespace pipetwin::cpu {
 
+namespace {
+models::Recompute ToModels(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return models::Recompute::kNone;
+    case Recompute::kSelective:
+      return models::Recompute::kSelective;
+    case Recompute::kFull:
+      return models::Recompute::kFull;
+  }
+  return models::Recompute::kNone;
+}
+}  // namespace
+
 // One formula, in models/ (the simulator uses it for `cluster.device: cpu`): the executor's
 // tests check it against the Accountant, the simulator's memory report is built from it.
 ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spec,
                                   const TpConfig& tp) {
-  const models::CpuChunkMemory m = models::PredictCpuChunkMemory({.micro_batch = model.micro_batch,
-                                                                  .seq_len = model.seq_len,
-                                                                  .hidden = model.hidden,
-                                                                  .ffn_hidden = model.ffn_hidden,
-                                                                  .heads = model.heads,
-                                                                  .vocab = model.vocab,
-                                                                  .layers = spec.num_layers,
-                                                                  .first = spec.first,
-                                                                  .last = spec.last,
-                                                                  .tp = tp.size,
-                                                                  .sp = tp.sequence_parallel});
+  const models::CpuChunkMemory m =
+      models::PredictCpuChunkMemory({.micro_batch = model.micro_batch,
+                                     .seq_len = model.seq_len,
+                                     .hidden = model.hidden,
+                                     .ffn_hidden = model.ffn_hidden,
+                                     .heads = model.heads,
+                                     .vocab = model.vocab,
+                                     .layers = spec.num_layers,
+                                     .first = spec.first,
+                                     .last = spec.last,
+                                     .tp = tp.size,
+                                     .sp = tp.sequence_parallel,
+                                     .recompute = ToModels(spec.recompute)});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

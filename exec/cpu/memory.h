@@ -115,10 +115,27 @@ class Buffer {
 using Tensor = Buffer<float>;
 using IntTensor = Buffer<std::int32_t>;
 
-// Takes ownership of t as saved state (category kActivations).
+// While a DiscardSaved lives, Keep() on this thread leaves tensors in kWorkspace: the layers
+// save as usual, but the caller drops what they saved when the scope ends (the first forward
+// of a recomputed block or attention core), so none of it counts as a saved activation.
+// Scopes nest. One rank per thread, as for the Accountant.
+class DiscardSaved {
+ public:
+  DiscardSaved() { ++depth_; }
+  ~DiscardSaved() { --depth_; }
+  DiscardSaved(const DiscardSaved&) = delete;
+  DiscardSaved& operator=(const DiscardSaved&) = delete;
+  static bool active() { return depth_ > 0; }
+
+ private:
+  static inline thread_local int depth_ = 0;
+};
+
+// Takes ownership of t as saved state (category kActivations; kWorkspace inside a
+// DiscardSaved scope).
 template <class T>
 Buffer<T> Keep(Buffer<T> t) {
-  t.Recategorize(MemCategory::kActivations);
+  if (!DiscardSaved::active()) t.Recategorize(MemCategory::kActivations);
   return t;
 }
 

@@ -28,6 +28,7 @@ using gpt::NormalFromKey;
 using gpt::ParamInfo;
 using gpt::ParamLayout;
 using gpt::ParamLayoutBuilder;
+using gpt::Recompute;
 using gpt::ShardFromFull;
 using gpt::ShardKind;
 using gpt::SyntheticData;

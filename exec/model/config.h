@@ -38,6 +38,12 @@ struct ModelConfig {
   std::uint64_t dropout_seed = 4321;
 };
 
+// Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's
+// `training.recompute`: kFull keeps each block's input only and re-runs the block's forward
+// in its I; kSelective drops the attention core's probabilities and re-runs the core (QK^T,
+// softmax, probabilities x V) in I. The embedding and the head are never recomputed.
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+
 // A contiguous range of transformer blocks forming one pipeline stage (model chunk).
 // `first` adds the token + position embedding in front, `last` the final LayerNorm, output
 // layer and loss behind.
@@ -46,6 +52,7 @@ struct ChunkSpec {
   int num_layers = 0;
   bool first = true;
   bool last = true;
+  Recompute recompute = Recompute::kNone;
 };
 
 // Megatron tensor parallelism inside one chunk, from one rank's point of view.

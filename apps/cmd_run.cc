@@ -152,6 +152,9 @@ int CmdRun(int argc, char** argv) {
   if (!args->profile_in.empty()) {
     auto profile = LoadProfile(args->profile_in, job->schedule);
     if (!profile) return mpi.Abort(profile.error(), rank == 0);
+    if (Status st = CheckProfileMatchesJob(*profile, *job, args->profile_in); !st) {
+      return mpi.Abort(st.error(), rank == 0);
+    }
     args->opts.compute_ms = std::move(profile->medians);
   }
   // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).

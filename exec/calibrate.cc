@@ -336,6 +336,8 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
     << "microbatches: " << job.microbatches << "\n"
     << "parallel: {pp: " << par.pp << ", dp: " << par.dp << ", tp: " << par.tp << ", cp: " << par.cp
     << ", sp: " << (par.sp ? "true" : "false") << "}\n"
+    << "recompute: " << models::ToString(job.config.training.recompute)
+    << "   # training.recompute: backward_input_ms includes the recomputed forward\n"
     << "stages:\n";
   const char* names[kNumFields] = {"forward_ms",   "backward_input_ms", "backward_weight_ms",
                                    "backward_ms",  "optimizer_ms",      "transfer_bytes",

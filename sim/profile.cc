@@ -45,9 +45,10 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
   }
   if (!root.IsMap())
     return Error::BadInput(path + ": a profile is a YAML mapping (see sim/profile.h)");
-  if (Status st = f.CheckKeys(root, "profile",
-                              {"version", "backend", "job", "schedule", "microbatches", "parallel",
-                               "stages", "engine", "sync_ms", "p2p", "dp_allreduce", "jitter"});
+  if (Status st = f.CheckKeys(
+          root, "profile",
+          {"version", "backend", "job", "schedule", "microbatches", "parallel", "stages", "engine",
+           "sync_ms", "p2p", "dp_allreduce", "jitter", "recompute"});
       !st) {
     return st.error();
   }
@@ -68,6 +69,12 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
                         " (calibrate the job itself)");
       }
     }
+  }
+  std::string recompute;
+  if (root["recompute"]) {
+    auto r = f.Choice(root["recompute"], "recompute", {"none", "selective", "full"});
+    if (!r) return r.error();
+    recompute = *r;
   }
 
   // Which compute kinds each stage runs.
@@ -316,7 +323,7 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
       if (v >= 0) medians[{k, kind}] = v;
     }
   }
-  return Profile{std::move(t), std::move(jitter), std::move(medians)};
+  return Profile{std::move(t), std::move(jitter), std::move(medians), std::move(recompute)};
 }
 
 CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
@@ -333,11 +340,21 @@ CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
   return t;
 }
 
+Status CheckProfileMatchesJob(const Profile& p, const ResolvedJob& job, const std::string& path) {
+  const std::string want(models::ToString(job.config.training.recompute));
+  if (p.recompute.empty() || p.recompute == want) return OkStatus();
+  return Error::BadInput(path + ": recompute: the profile was measured with recompute " +
+                         p.recompute + ", the job has training.recompute: " + want +
+                         " (its backward-input times include the recomputed forward or not; "
+                         "calibrate the job itself)");
+}
+
 Expected<SimResult> SimulateWithProfile(const ResolvedJob& job, const std::string& profile_path,
                                         const SimulateOptions& opts) {
   const Schedule& s = job.schedule;
   auto profile = LoadProfile(profile_path, s);
   if (!profile) return profile.error();
+  if (Status st = CheckProfileMatchesJob(*profile, job, profile_path); !st) return st.error();
   const EngineOptions eo{.optimizer_sync = job.config.optimizer_sync};
   CostTable costs = std::move(profile->table);
   const std::vector<std::vector<double>>& jitter = profile->jitter;

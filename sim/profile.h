@@ -9,6 +9,9 @@
 //   backend: cpu                     # what was measured (informational)
 //   job: "...", schedule: "...", microbatches: 8        # informational
 //   parallel: {pp: 2, dp: 1, tp: 1, cp: 1, sp: false}   # pp must match the schedule
+//   recompute: full                  # training.recompute of the measured run: its I contains
+//                                    # the recomputed forward, so simulate and `run --profile`
+//                                    # refuse a job with another setting (absent: not checked)
 //   stages:                          # one per model chunk, in model order
 //     - {stage: 0, forward_ms: 9.8, backward_ms: 20.1,  # medians of the measured actions;
 //        backward_input_ms: 10.2, backward_weight_ms: 9.9,   # each kind the schedule runs
@@ -62,7 +65,12 @@ struct Profile {
   // The stages' medians as listed (before overhead and copies are added): what the sleep
   // backend sleeps (`run --backend sleep --profile`).
   ActionMedians medians;
+  std::string recompute;  // none | selective | full as measured; empty when not stated
 };
+
+// Bad input when the profile was measured under another training.recompute than the job's
+// (a calibrated I includes the recomputed forward, or not).
+Status CheckProfileMatchesJob(const Profile& p, const ResolvedJob& job, const std::string& path);
 
 // `table` with every compute time of the stages on pipeline rank r scaled by factors[r].
 CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,

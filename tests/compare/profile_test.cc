@@ -121,6 +121,32 @@ TEST(ProfileTest, ASplitBackwardNeedsIAndW) {
   EXPECT_EQ(z->table.stages[1].backward, SimTime::FromMillis(57 + 0.011272));
 }
 
+// A calibrated I contains the recomputed forward or not: a profile states the recompute it was
+// measured with, and a job with another setting is refused (absent: not checked).
+TEST(ProfileTest, RecomputeMustMatchTheJob) {
+  auto job = ParseJob(
+      "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 2}\n"
+      "model: {preset: tiny}\ntraining: {micro_batch: 1, recompute: full}\n",
+      "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  auto full = ParseProfile(std::string(kProfile) + "recompute: full\n", "p.yaml", job->schedule);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  EXPECT_EQ(full->recompute, "full");
+  EXPECT_TRUE(CheckProfileMatchesJob(*full, *job, "p.yaml").ok());
+  auto none = ParseProfile(std::string(kProfile) + "recompute: none\n", "p.yaml", job->schedule);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  const Status st = CheckProfileMatchesJob(*none, *job, "p.yaml");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("p.yaml: recompute"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("training.recompute: full"), std::string::npos);
+  auto unstated = ParseProfile(kProfile, "p.yaml", job->schedule);
+  ASSERT_TRUE(unstated.ok());
+  EXPECT_TRUE(CheckProfileMatchesJob(*unstated, *job, "p.yaml").ok());
+  auto bad = ParseProfile(std::string(kProfile) + "recompute: some\n", "p.yaml", job->schedule);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("recompute"), std::string::npos) << bad.error().message;
+}
+
 TEST(ProfileTest, MissingFileIsBadInput) {
   auto t = LoadProfile("/nonexistent/profile.yaml", Build("1f1b"));
   ASSERT_FALSE(t.ok());

@@ -528,8 +528,10 @@ Status CheckCudaJob(const ResolvedJob& job) {
                        "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
   }
   if (t.recompute != models::Recompute::kNone) {
-    return c.source.At("training.recompute",
-                       "the CUDA backend keeps every activation: use recompute: none with `run`");
+    return c.source.At(
+        "training.recompute",
+        "the CUDA backend keeps every activation: use recompute: none with --backend "
+        "cuda (--backend cpu runs selective and full)");
   }
   if (t.flash_attention) {
     return c.source.At("training.flash_attention",

@@ -35,6 +35,10 @@
 // BackwardInput only (2 per block each, plus one 1-float all-reduce of the loss under SP), in
 // the same order on every TP rank; BackwardWeight never communicates.
 //
+// Activation recomputation: spec.recompute applies to every transformer block of the chunk
+// (block.h: what F keeps, what I re-runs, what W needs); the embedding and the head always
+// keep their tensors. The bytes are models/cpu_inventory.h's (inventory.h).
+//
 // Errors: calling F twice for a microbatch, I before F, W before I, or passing spans of the
 // wrong size throws std::logic_error / std::invalid_argument (an engine bug, not bad input).
 #pragma once

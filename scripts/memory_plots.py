@@ -137,7 +137,7 @@ def recompute(pipetwin, out, schedules):
         subprocess.run([pipetwin, "validate", *jobs.values(), "--schedules", ",".join(schedules),
                         "--no-plots", "--out", tmp], check=True)
         with open(os.path.join(tmp, "summary.md")) as f:
-            summary = f.read()
+            summary = f.read().replace(tmp, "(a temporary folder)")
         for mode in MODES:
             for schedule in schedules:
                 d = os.path.join(tmp, f"{MODE_SETS[mode]}-{schedule}")

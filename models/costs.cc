@@ -543,6 +543,18 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
         return c.t.zero3_prefetch >= 1 ? std::max(compute, units * one) + one
                                        : compute + units * one;
       };
+      sc.unshard = {
+          .applies = true,
+          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo),
+          .gather_bytes = std::llround(BytesSentPerRank(Collective::kAllGather, param_full, n_dp)),
+          .held_bytes = std::llround(param_full),
+          .held_grad_bytes = sc.params * bpp.grads,
+          .forward_ms = sc.forward_ms,
+          .backward_input_ms = sc.backward_input_ms,
+          .backward_weight_ms = sc.backward_weight_ms,
+          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, c.dp_group, c.topo),
+          .reduce_bytes =
+              std::llround(BytesSentPerRank(Collective::kReduceScatter, grad_full, n_dp))};
       sc.forward_ms = pass(sc.forward_ms, g);
       sc.backward_input_ms = pass(sc.backward_input_ms, g);
       sc.backward_weight_ms = pass(sc.backward_weight_ms, rs);
@@ -650,6 +662,9 @@ void ApplyVariability(JobCosts& jc, const CostInputs& in) {
     sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
     sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
     sc.backward_weight_ms *= k;
+    sc.unshard.forward_ms = (sc.unshard.forward_ms - f_comm) * k + f_comm;
+    sc.unshard.backward_input_ms = (sc.unshard.backward_input_ms - i_comm) * k + i_comm;
+    sc.unshard.backward_weight_ms *= k;
   }
 }
 

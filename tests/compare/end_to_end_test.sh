@@ -40,10 +40,15 @@ import json, sys
 p, m = (json.load(open(f)) for f in sys.argv[1:3])
 assert p["jitter"]["samples"] == 5, p["jitter"]
 # Timing accuracy is not asserted on a shared CI machine, only that nothing is grossly off
-# (a unit or a factor wrong): both halves of one run saw the same machine.
-ratio = p["iteration_time_ms"] / m["iteration_time_ms"]
-assert 0.5 < ratio < 2.0, ratio
-print(f"interleaved: predicted/measured = {ratio:.3f}")
+# (a unit or a factor wrong): each rank's compute-busy time, predicted from the calibration
+# steps against the measured steps of the same run. Busy time, not the step: a machine
+# loaded by other work deschedules the ranks between actions, which no profile sees (a CI
+# run once measured steps 2.3x the prediction that way, with the busy times in agreement).
+for a, b in zip(p["ranks"], m["ranks"]):
+    busy = a["compute_busy_ms"] / b["compute_busy_ms"]
+    assert 0.5 < busy < 2.0, (a["rank"], a["compute_busy_ms"], b["compute_busy_ms"])
+print(f"interleaved: predicted/measured step {p['iteration_time_ms'] / m['iteration_time_ms']:.3f}, "
+      f"busy rank 0 {p['ranks'][0]['compute_busy_ms'] / m['ranks'][0]['compute_busy_ms']:.3f}")
 PY
 set +e
 err=$("$mpirun" --oversubscribe -np 2 "$pipetwin" run "$job" --backend cpu --calibrate "$dir/x.yaml" \
@@ -64,16 +69,20 @@ export PIPETWIN_MPIRUN="$mpirun --oversubscribe"
 "$pipetwin" validate "$job" --schedules gpipe --separate-calibration --calibrate-steps 3 \
   --out "$dir/val2" --no-plots > "$dir/val2.txt"
 python3 - "$dir/val/summary.csv" "$dir/val2/summary.csv" <<'PY'
-import csv, sys
+import csv, json, os, sys
 for path, labels in ((sys.argv[1], ["pp2-1f1b", "pp2-zb-h1"]), (sys.argv[2], ["pp2-gpipe"])):
     rows = list(csv.DictReader(open(path)))
     assert [r["label"] for r in rows] == labels, rows
     for r in rows:
         assert r["memory_equal"] == "1" and r["bytes_equal"] == "1", r
         assert int(r["measured_steps"]) == 5, r
-        # Not grossly off, interleaved (separate runs can meet other tests' load, ctest -j).
+        # Not grossly off, interleaved: each rank's compute-busy time (as above; separate
+        # runs can meet other tests' load, ctest -j).
         if path == sys.argv[1]:
-            assert 0.5 < float(r["predicted_ms"]) / float(r["measured_ms"]) < 2.0, r
+            d = os.path.join(os.path.dirname(path), r["label"])
+            p, m = (json.load(open(os.path.join(d, f))) for f in ("predicted.json", "measured.json"))
+            for a, b in zip(p["ranks"], m["ranks"]):
+                assert 0.5 < a["compute_busy_ms"] / b["compute_busy_ms"] < 2.0, (r["label"], a, b)
 PY
 grep -q "run --calibrate" "$dir/val/summary.md"
 # The plots (scripts/plot.py, Debian's python3-matplotlib from scripts/deps.sh).

@@ -51,6 +51,8 @@ double CausalBlockFraction(int seq_len, bool flash_attention) {
   return (n + 1) / (2 * n);
 }
 
+double RingAttentionFraction(int cp) { return (2.0 * cp + 1) / (4.0 * cp); }
+
 namespace {
 
 // One decoder layer on one rank, one microbatch.
@@ -92,7 +94,12 @@ LayerTimes DecoderLayer(const Context& c) {
   // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
   // so its kernels run the executed FLOPs only (fl.attention keeps the paper's non-causal
   // count, the MFU convention); unfused attention computes the full score matrix.
-  const double executed = fl.attention * CausalBlockFraction(c.m.seq_len, c.t.flash_attention);
+  // The CPU executor under cp > 1 runs ring attention, which skips the chunk pairs above the
+  // diagonal (its cp = 1 attention computes the scores of whole row blocks, as modelled).
+  const bool cpu_ring = c.d.name == "cpu" && c.sh.cp > 1;
+  const double executed =
+      fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
+                               : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
   const double attn_f = AttentionMs(c.d, p, executed, mnk, false);
   const double attn_b = AttentionMs(c.d, p, 2 * executed, mnk, true);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));

@@ -12,6 +12,7 @@
 #include "exec/backend.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
+#include "models/comm.h"
 #include "models/training.h"
 #include "schedule/build.h"
 #include "schedule/stats.h"
@@ -184,7 +185,15 @@ void MeasureDpReduction(const RunHookContext& ctx, const std::vector<int>& mine,
       if (i >= 3) t.push_back((Now() - st) * 1e3);
     }
     at(s, kDpBenchMs) = Median(t);
-    at(s, kDpBytes) = static_cast<double>(red.bytes_sent);
+    // The bytes of the stage's data-parallel traffic in a step: the reduction and, under
+    // ZeRO-1 (a reduce-scatter), the all-gather of the padded parameters after OPT, as the
+    // backend counts them (the simulator books a step's DP bytes on REDUCE_GRAD).
+    const std::int64_t gather =
+        red.reduce_scatter ? models::RingBytesSentPerRank(
+                                 models::Collective::kAllGather,
+                                 static_cast<std::int64_t>(red.elements * sizeof(float)), dp)
+                           : 0;
+    at(s, kDpBytes) = static_cast<double>(red.bytes_sent + gather);
   }
   // What the profile uses is the reduction as the steps ran it: from the last replica's
   // start to the last replica's end (the replicas' imbalance is in the jitter below), with

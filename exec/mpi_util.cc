@@ -62,7 +62,7 @@ void WaitRequest(MPI_Request* req, double timeout_s, const std::function<std::st
 }
 
 Groups::~Groups() {
-  for (MPI_Comm* c : {&pp, &dp, &tp}) {
+  for (MPI_Comm* c : {&pp, &dp, &tp, &cp, &grad}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }
@@ -81,6 +81,13 @@ std::unique_ptr<Groups> Groups::Split(const models::RankLayout& layout) {
   split(models::Dim::kPp, &g->pp);
   split(models::Dim::kDp, &g->dp);
   split(models::Dim::kTp, &g->tp);
+  split(models::Dim::kCp, &g->cp);
+  models::RankCoord first = c;
+  first.Set(models::Dim::kDp, 0);
+  first.Set(models::Dim::kCp, 0);
+  PT_MPI_CHECK(MPI_Comm_split(
+      MPI_COMM_WORLD, layout.GlobalRank(first),
+      c.Get(models::Dim::kDp) * layout.Size(models::Dim::kCp) + c.Get(models::Dim::kCp), &g->grad));
   return g;
 }
 

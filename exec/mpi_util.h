@@ -56,6 +56,10 @@ struct Groups {
   MPI_Comm pp = MPI_COMM_NULL;  // ranks of this pipeline (same dp, tp, cp), ordered by pp rank
   MPI_Comm dp = MPI_COMM_NULL;
   MPI_Comm tp = MPI_COMM_NULL;
+  MPI_Comm cp = MPI_COMM_NULL;  // ring attention: ordered by cp rank
+  // The gradient reduction: the dp × cp ranks of the same (pp, tp), ordered by dp then cp
+  // (Megatron reduces over DP and CP together); the DP group when cp is 1.
+  MPI_Comm grad = MPI_COMM_NULL;
   Groups() = default;
   Groups(const Groups&) = delete;
   Groups& operator=(const Groups&) = delete;

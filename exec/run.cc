@@ -152,10 +152,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world) 
     return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
   }
   const ParallelConfig& par = cfg.parallel;
-  if (par.cp > 1) {
+  if (par.cp > 1 && opts.backend != "cpu") {
     return cfg.source.At("parallel.cp",
-                         "context parallelism (ring attention) is not in the CPU executor yet: use "
-                         "cp: 1 with `run` (simulate models it)");
+                         "context parallelism (ring attention) runs on --backend "
+                         "cpu only; --backend " +
+                             opts.backend + " needs cp: 1 (simulate models cp on every device)");
   }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
@@ -193,12 +194,16 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
-    return cfg.source.At("model", *why);
+  bc.cp = gpt::CpConfig{.size = par.cp, .rank = me.cp};
+  if (auto why =
+          gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp, bc.cp)) {
+    return cfg.source.At(par.cp > 1 ? "parallel.cp" : "model", *why);
   }
+  bc.grad_size = par.dp * par.cp;
+  bc.grad_rank = me.dp * par.cp + me.cp;
   bc.adam = training.optimizer == models::Optimizer::kAdam;
   bc.momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
-  bc.zero1 = par.zero == 1 && par.dp > 1;
+  bc.zero1 = par.zero == 1 && bc.grad_size > 1;
   bc.learning_rate = static_cast<float>(exe.learning_rate);
   bc.data_seed = exe.seed;
   bc.timeout_s = exe.timeout_s;
@@ -206,6 +211,8 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.pp_comm = groups.pp;
   bc.dp_comm = groups.dp;
   bc.tp_comm = groups.tp;
+  bc.cp_comm = groups.cp;
+  bc.grad_comm = groups.grad;
   bc.bf16 = training.precision != models::Precision::kFp32;
   bc.schedule = &job.schedule;
   bc.job = &job;
@@ -346,6 +353,7 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   auto bc = ConfigureBackend(job, *groups);
   if (!bc) return bc.error();
   bc->compute_ms = opts.compute_ms;
+  bc->test_cp_unmasked = opts.fault.Is(TestFault::Kind::kCpMask, WorldRank());
   auto made = MakeBackend(opts.backend, *bc);
   if (!made) return made.error();
   const std::unique_ptr<Backend> backend = std::move(*made);

@@ -194,7 +194,8 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   req.pp = config.parallel.pp;
   req.vpp = config.parallel.vpp;
   req.microbatches = job.microbatches;
-  req.reduce_grad = config.parallel.dp > 1;
+  // The gradients are reduced over dp x cp ranks (every CP rank holds its tokens' share).
+  req.reduce_grad = config.parallel.dp * config.parallel.cp > 1;
   req.where_schedule = config.source.Where("schedule");
   req.where_microbatches =
       config.source.Where(config.microbatches ? "microbatches" : "training.global_batch");

@@ -51,6 +51,8 @@ double CausalBlockFraction(int seq_len, bool flash_attention) {
   return (n + 1) / (2 * n);
 }
 
+double RingAttentionFraction(int cp) { return (2.0 * cp + 1) / (4.0 * cp); }
+
 namespace {
 
 // One decoder layer on one rank, one microbatch.
@@ -92,7 +94,12 @@ LayerTimes DecoderLayer(const Context& c) {
   // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
   // so its kernels run the executed FLOPs only (fl.attention keeps the paper's non-causal
   // count, the MFU convention); unfused attention computes the full score matrix.
-  const double executed = fl.attention * CausalBlockFraction(c.m.seq_len, c.t.flash_attention);
+  // The CPU executor under cp > 1 runs ring attention, which skips the chunk pairs above the
+  // diagonal (its cp = 1 attention computes the scores of whole row blocks, as modelled).
+  const bool cpu_ring = c.d.name == "cpu" && c.sh.cp > 1;
+  const double executed =
+      fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
+                               : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
   const double attn_f = AttentionMs(c.d, p, executed, mnk, false);
   const double attn_b = AttentionMs(c.d, p, 2 * executed, mnk, true);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));
@@ -617,18 +624,22 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .first = s == 0,
                                                      .last = s == num_stages - 1,
                                                      .tp = par.tp,
-                                                     .sp = par.sp});
+                                                     .sp = par.sp,
+                                                     .cp = par.cp});
     sc.params = cm.params;
     sc.param_bytes = cm.param_bytes;
     sc.grad_bytes = cm.grad_bytes;
     const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
                           : t.optimizer == Optimizer::kSgdMomentum ? 4
                                                                    : 0;
-    // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
-    const bool zero1 = par.zero == 1 && par.dp > 1;
-    const I64 shard = (cm.params + par.dp - 1) / par.dp;
+    // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
+    // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer
+    // state of a ceil(params / (dp x cp)) shard.
+    const int n_dp = par.dp * par.cp;
+    const bool zero1 = par.zero == 1 && n_dp > 1;
+    const I64 shard = (cm.params + n_dp - 1) / n_dp;
     sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
-    sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
+    sc.zero1_padded_bytes = zero1 ? shard * n_dp * 4 : 0;
     sc.activation_bytes_per_microbatch = cm.activations_full;
     sc.activation_bytes_pending_w = cm.activations_pending_w;
     sc.activation_transient_bytes = cm.activations_i_transient;
@@ -636,13 +647,14 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     sc.comm_buffer_bytes = 0;
     sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
     sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
+    sc.cp_bytes_per_microbatch = cm.cp_bytes_per_microbatch;
     // Its data-parallel reduction: a ring all-reduce of the float32 gradients. ZeRO-1: a
     // reduce-scatter of the padded gradients and, after the step, an all-gather of the padded
     // parameters. Whole bytes call by call, as the executor counts them.
     const I64 dp_bytes =
-        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, par.dp) +
-                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, par.dp)
-              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, par.dp);
+        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, n_dp) +
+                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, n_dp)
+              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, n_dp);
     sc.dp_reduce_bytes = static_cast<double>(dp_bytes);
   }
 }

@@ -153,5 +153,10 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
 // computed (1). FlashAttention-2's forward tile is 128 tokens (Dao 2023, Sec. 3.3).
 inline constexpr double kFlashBlock = 128;
 double CausalBlockFraction(int seq_len, bool flash_attention);
+// The same share for the CPU executor's ring attention (exec/cpu/ring_attention.h) on cp > 1
+// ranks: of the (2cp)² chunk pairs, a rank computes those of its two query chunks (r and
+// 2cp − 1 − r) with the key chunks not after them, 2cp + 1 pairs of (s / 2cp)², against the
+// s² / cp of a rank's non-causal share: (2cp + 1) / 4cp.
+double RingAttentionFraction(int cp);
 
 }  // namespace pipetwin::models

@@ -29,9 +29,9 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
 }
 
 TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
-                                   const TpContext& tp, int layer)
+                                   const TpContext& tp, int layer, const CpContext& cp)
     : tp_(tp), dropout_(model.dropout), layer_(layer) {
-  const LocalDims d = MakeLocalDims(model, tp.cfg);
+  const LocalDims d = MakeLocalDims(model, tp.cfg, cp.cfg);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
   qkv_ = Linear(p.qkv_w, p.qkv_b);
@@ -44,7 +44,12 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   row_parallel.bias_rows = d.rows;
   proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
   fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
-  attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+  ring_attention_ = cp.cfg.size > 1;
+  if (ring_attention_) {
+    ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp);
+  } else {
+    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+  }
   row_begin_ = d.row_begin;
 }
 
@@ -62,7 +67,8 @@ Tensor TransformerBlock::Forward(const Tensor& x, Saved* s, std::uint64_t dropou
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
-  a = attn_.Forward(std::move(a), &s->attn);
+  a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring)
+                      : attn_.Forward(std::move(a), &s->attn);
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
   proj_.AddBias(x1);
@@ -97,7 +103,7 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   dropout_.Apply(a, BranchKey(s->dropout_key, layer_, 0), row_begin_);
   a = GatherToTpRegion(std::move(a), tp_);
   a = proj_.BackwardInput(std::move(a), &s->proj);
-  a = attn_.BackwardInput(a, &s->attn);
+  a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);
   Tensor dx = ln1_.BackwardInput(a, &s->ln1);

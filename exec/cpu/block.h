@@ -15,7 +15,10 @@
 // column-parallel linears keep the gathered input, the row-parallel ones the gathered output
 // gradient).
 //
-//   TransformerBlock block(params, model, tp, comm);   // comm may be null when tp.size == 1
+// Under context parallelism (cp > 1) the attention core is ring attention over the CP group
+// (ring_attention.h) on this rank's two chunks of the sequence; everything else is per token.
+//
+//   TransformerBlock block(params, model, tp, layer, cp);  // cp: default {} = no CP
 //   TransformerBlock::Saved s;
 //   Tensor y = block.Forward(x, &s);
 //   Tensor dx = block.BackwardInput(dy, &s);
@@ -27,6 +30,7 @@
 #include "exec/cpu/collectives.h"
 #include "exec/cpu/layers.h"
 #include "exec/cpu/model.h"
+#include "exec/cpu/ring_attention.h"
 
 namespace pipetwin::cpu {
 
@@ -58,6 +62,7 @@ class TransformerBlock {
     LayerNorm::Saved ln1;
     Linear::Saved qkv;
     CausalSelfAttention::Saved attn;
+    RingAttention::Saved ring;  // cp > 1 instead of attn
     Linear::Saved proj;
     LayerNorm::Saved ln2;
     Linear::Saved fc1;
@@ -68,7 +73,7 @@ class TransformerBlock {
 
   // layer: the global layer index (keys the dropout masks).
   TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp,
-                   int layer = 0);
+                   int layer = 0, const CpContext& cp = {});
 
   // dropout_key: per (step, microbatch); ignored when model.dropout == 0.
   Tensor Forward(const Tensor& x, Saved* s,
@@ -81,6 +86,8 @@ class TransformerBlock {
   LayerNorm ln1_, ln2_;
   Linear qkv_, proj_, fc1_, fc2_;
   CausalSelfAttention attn_;
+  RingAttention ring_;
+  bool ring_attention_ = false;  // cp > 1
   Gelu gelu_;
   Dropout dropout_;
   int layer_ = 0;

@@ -7,7 +7,7 @@ namespace pipetwin::cpu {
 // One formula, in models/ (the simulator uses it for `cluster.device: cpu`): the executor's
 // tests check it against the Accountant, the simulator's memory report is built from it.
 ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spec,
-                                  const TpConfig& tp) {
+                                  const TpConfig& tp, const CpConfig& cp) {
   const models::CpuChunkMemory m = models::PredictCpuChunkMemory({.micro_batch = model.micro_batch,
                                                                   .seq_len = model.seq_len,
                                                                   .hidden = model.hidden,
@@ -18,7 +18,8 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                                                   .first = spec.first,
                                                                   .last = spec.last,
                                                                   .tp = tp.size,
-                                                                  .sp = tp.sequence_parallel});
+                                                                  .sp = tp.sequence_parallel,
+                                                                  .cp = cp.size});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

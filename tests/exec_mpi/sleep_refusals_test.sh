@@ -21,6 +21,7 @@ expect 2 "execution.stragglers" "$jobs/sleep-straggler.yaml" --backend cpu
 expect 2 "--check-reference" "$jobs/sleep-gpipe.yaml" --backend sleep --check-reference
 expect 2 "costs" "$jobs/1f1b.yaml" --backend sleep
 expect 2 "parallel.tp" "$jobs/tp2.yaml" --backend sleep
+expect 2 "parallel.cp" "$jobs/cp2.yaml" --backend sleep
 expect 2 "--profile" "$jobs/1f1b.yaml" --backend cpu --profile /dev/null
 [ "$bad" -eq 0 ] && echo PASS
 exit "$bad"

@@ -52,6 +52,22 @@ TEST(CostsTest, CausalFlashAttentionRunsTheLowerTriangleOfBlocks) {
   EXPECT_DOUBLE_EQ(CausalBlockFraction(2048, false), 1.0);
 }
 
+// Ring attention's share, counted pair by pair as exec/cpu/ring_attention.cc computes them:
+// rank r's query chunks r and 2cp − 1 − r against every key chunk not after them.
+TEST(CostsTest, RingAttentionFractionCountsTheChunkPairs) {
+  for (int cp : {2, 3, 4, 8}) {
+    for (int r = 0; r < cp; ++r) {
+      int pairs = 0;
+      for (int q : {r, 2 * cp - 1 - r}) {
+        for (int k = 0; k < 2 * cp; ++k) pairs += k <= q ? 1 : 0;
+      }
+      // pairs of (s / 2cp)² over the rank's non-causal share s² / cp
+      EXPECT_DOUBLE_EQ(pairs / (4.0 * cp), RingAttentionFraction(cp)) << cp << " " << r;
+    }
+  }
+  EXPECT_DOUBLE_EQ(RingAttentionFraction(2), 5.0 / 8);
+}
+
 TEST(CostsTest, FlopsPerIterationMatchNarayanan) {
   const double B = 256, s = 2048, l = 96, h = 12288, V = 50257;
   Expected<JobCosts> none = Costs(Gpt3Job("none"), 8);

@@ -9,6 +9,7 @@
 #include "models/cpu_inventory.h"
 #include "models/layer_costs.h"
 #include "models/memory.h"
+#include "models/param_server.h"
 #include "models/yaml_util.h"
 
 namespace pipetwin::models {
@@ -615,7 +616,9 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
     const bool zero1 = par.zero == 1 && par.dp > 1;
     const I64 shard = (cm.params + par.dp - 1) / par.dp;
-    sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
+    // Parameter servers (models/param_server.h) hold the optimizer state: the workers none.
+    const bool ps = UsesParameterServers(jc.cluster, par);
+    sc.optimizer_bytes = ps ? 0 : (zero1 ? shard : cm.params) * per_param;
     sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
     sc.activation_bytes_per_microbatch = cm.activations_full;
     sc.activation_bytes_pending_w = cm.activations_pending_w;
@@ -626,11 +629,13 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
     // Its data-parallel reduction: a ring all-reduce of the float32 gradients. ZeRO-1: a
     // reduce-scatter of the padded gradients and, after the step, an all-gather of the padded
-    // parameters. Whole bytes call by call, as the executor counts them.
+    // parameters. Whole bytes call by call, as the executor counts them. Parameter servers:
+    // each worker pushes its float32 gradients once (its shards over the servers sum to them).
     const I64 dp_bytes =
-        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, par.dp) +
-                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, par.dp)
-              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, par.dp);
+        ps      ? cm.grad_bytes
+        : zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, par.dp) +
+                      RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, par.dp)
+                : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, par.dp);
     sc.dp_reduce_bytes = static_cast<double>(dp_bytes);
   }
 }

@@ -128,6 +128,9 @@ struct ServerConfig {
   // sync once update k is applied, stale once update k - staleness is, async at once.
   models::DpSync dp_sync = models::DpSync::kSync;
   int staleness = 0;
+  // The sleep backend's workers wake at real-time priority (exec/sleep/): a server that
+  // answers them should too, or a busy machine delays every reply by a scheduler tick.
+  bool prompt_wakeups = false;
 };
 
 // A worker rank's steps with parameter servers: wall-clock start and end (steady clock, ns)

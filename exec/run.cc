@@ -16,6 +16,7 @@
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
 #include "exec/param_server.h"
+#include "exec/straggler_backend.h"
 #include "job/report_builder.h"
 #include "models/costs.h"
 #include "models/model.h"
@@ -186,6 +187,7 @@ Status ServeParameters(const ResolvedJob& job, const RunOptions& opts, const PsW
   sc.layout = models::RankLayout(job.parallel(), cfg.cluster.rank_order);
   sc.sequence_parallel = cfg.parallel.sp;
   sc.backend = opts.backend;
+  sc.prompt_wakeups = opts.backend == "sleep";
   sc.dp_sync = cfg.training.dp_sync;
   sc.staleness = cfg.training.staleness;
   sc.optimizer = {cfg.training.optimizer == models::Optimizer::kAdam,
@@ -470,12 +472,16 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   }
   auto made = MakeBackend(opts.backend, *bc);
   if (!made) return made.error();
-  const std::unique_ptr<Backend> backend = std::move(*made);
+  std::unique_ptr<Backend> backend = std::move(*made);
   if (job.config.stragglers.any() && backend->Computes()) {
-    return job.config.source.At("execution.stragglers",
-                                "only the sleep backend applies stragglers (--backend sleep); "
-                                "--backend " +
-                                    opts.backend + " runs at the machine's speed");
+    // The CPU backend computes on the host: a slow rank sleeps after each action
+    // (exec/straggler_backend.h). A device's work runs behind the host's back.
+    if (opts.backend != "cpu") {
+      return job.config.source.At("execution.stragglers",
+                                  "only the sleep and cpu backends apply stragglers; --backend " +
+                                      opts.backend + " runs at the machine's speed");
+    }
+    backend = WrapStragglers(std::move(backend), job.config.stragglers, WorldRank());
   }
   if (opts.check_reference && !backend->Computes()) {
     return Error::BadInput("--check-reference: --backend " + opts.backend +

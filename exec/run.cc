@@ -27,8 +27,9 @@
 namespace pipetwin::exec {
 namespace {
 
-// Tag of a server's byte counts to world rank 0 on PsLinks::comm (stage tags are far below).
-constexpr int kServerBytesTag = 1 << 20;
+// Tag of a server's byte counts to world rank 0 on PsLinks::comm: the largest tag MPI
+// guarantees (stage tags, 4 per stage, stay below it).
+constexpr int kServerBytesTag = 32767;
 
 // A collective on the job's ranks (JobComm) bounded by the timeout.
 void WaitRequest(MPI_Request* req, double timeout_s, const std::string& what) {

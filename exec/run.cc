@@ -157,6 +157,12 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
 
 // What runs with parameter servers (exec/param_server.h).
 Status CheckParameterServers(const ResolvedJob& job, const RunOptions& opts) {
+  if (job.config.parallel.cp > 1) {
+    // The servers group the pushes of a (stage, tp rank) by dp rank alone.
+    return job.config.source.At("cluster.dp_reduction",
+                                "parameter servers with context parallelism (parallel.cp > 1) "
+                                "are not in the executor: use dp_reduction: ring");
+  }
   if (opts.after_steps) {
     return job.config.source.At("cluster.dp_reduction",
                                 "calibration does not run parameter servers: calibrate with "

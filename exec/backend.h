@@ -19,6 +19,7 @@
 #include "exec/comm_group.h"
 #include "exec/model/config.h"
 #include "exec/model/params.h"
+#include "exec/param_server.h"
 #include "job/job.h"
 #include "schedule/action.h"
 #include "schedule/report.h"
@@ -71,6 +72,10 @@ struct BackendConfig {
   // of computing (exec/sleep/): a calibration profile's medians (`run --profile`); empty: the
   // job's `costs:`.
   std::map<std::pair<int, ActionKind>, double> compute_ms;
+  // Parameter servers (exec/param_server.h; RunJob owns the client): REDUCE_GRAD pushes the
+  // gradients to them and pulls the updated parameters; OPT then has nothing to do. Null: the
+  // ring.
+  PsClient* ps = nullptr;
 };
 
 // What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the

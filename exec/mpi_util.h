@@ -32,6 +32,12 @@ void CheckMpi(int rc, const char* call, const char* file, int line);
 
 int WorldRank();
 
+// The communicator of the job's own ranks: MPI_COMM_WORLD, or with parameter servers the
+// workers alone (exec/param_server.h's PsWorld sets it; world ranks and its ranks agree, the
+// servers come last). RunJob's world-wide collectives and Groups::Split use it.
+MPI_Comm JobComm();
+void SetJobComm(MPI_Comm comm);
+
 using Clock = std::chrono::steady_clock;
 
 // Polls `done` until it returns true; past `deadline` throws TimeoutError with what().

@@ -9,6 +9,7 @@
 #include "models/cpu_inventory.h"
 #include "models/layer_costs.h"
 #include "models/memory.h"
+#include "models/param_server.h"
 #include "models/yaml_util.h"
 
 namespace pipetwin::models {
@@ -638,7 +639,9 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     const int n_dp = par.dp * par.cp;
     const bool zero1 = par.zero == 1 && n_dp > 1;
     const I64 shard = (cm.params + n_dp - 1) / n_dp;
-    sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
+    // Parameter servers (models/param_server.h) hold the optimizer state: the workers none.
+    const bool ps = UsesParameterServers(jc.cluster, par);
+    sc.optimizer_bytes = ps ? 0 : (zero1 ? shard : cm.params) * per_param;
     sc.zero1_padded_bytes = zero1 ? shard * n_dp * 4 : 0;
     sc.activation_bytes_per_microbatch = cm.activations_full;
     sc.activation_bytes_pending_w = cm.activations_pending_w;
@@ -650,11 +653,13 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     sc.cp_bytes_per_microbatch = cm.cp_bytes_per_microbatch;
     // Its data-parallel reduction: a ring all-reduce of the float32 gradients. ZeRO-1: a
     // reduce-scatter of the padded gradients and, after the step, an all-gather of the padded
-    // parameters. Whole bytes call by call, as the executor counts them.
+    // parameters. Whole bytes call by call, as the executor counts them. Parameter servers:
+    // each worker pushes its float32 gradients once (its shards over the servers sum to them).
     const I64 dp_bytes =
-        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, n_dp) +
-                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, n_dp)
-              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, n_dp);
+        ps      ? cm.grad_bytes
+        : zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, n_dp) +
+                      RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, n_dp)
+                : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, n_dp);
     sc.dp_reduce_bytes = static_cast<double>(dp_bytes);
   }
 }

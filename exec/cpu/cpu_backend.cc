@@ -125,7 +125,9 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
       const std::size_t np = cfg_.zero1
                                  ? HostGradReduce::Shard(chunk->params().size(), cfg_.grad_size)
                                  : chunk->params().size();
-      if (cfg_.adam) {
+      if (cfg_.ps != nullptr) {
+        // The servers hold the optimizer state of every shard.
+      } else if (cfg_.adam) {
         optimizers_[s] =
             std::make_unique<cpu::Adam>(np, cpu::AdamConfig{.lr = cfg_.learning_rate}, acc_);
       } else {
@@ -138,6 +140,12 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
   }
   tokens_.resize(data_.tokens_per_microbatch());
   labels_.resize(data_.tokens_per_microbatch());
+  if (cfg_.ps != nullptr) {
+    ps_ = cfg_.ps;
+    if (cfg_.dp_rank == 0) {
+      for (auto& [s, c] : chunks_) ps_->SendInitial(s, std::as_const(*c).params());
+    }
+  }
 }
 
 // Requests still posted when a step fails: p2p_ cancels the receives, MPI_Finalize or abort
@@ -234,6 +242,7 @@ void CpuBackend::Compute(const Action& a) {
         c.SyncSequenceParallelGrads();
         sp_synced_[s] = true;
       }
+      if (ps_) break;  // the servers stepped it; REDUCE_GRAD pulled the parameters
       if (!cfg_.zero1) {
         optimizers_.at(s)->Step(c.params(), c.grads());
         break;
@@ -302,6 +311,10 @@ void CpuBackend::StartReduceGrad(int stage) {
     sp_synced_[stage] = true;
   }
   const std::span<float> g = c.grads();
+  if (ps_) {
+    ps_->Push(stage, g, c.params());
+    return;
+  }
   const GradReduction r = Reduction(stage);
   if (!r.reduce_scatter) {
     dp_reduce_.Start(stage, g, r);
@@ -323,7 +336,9 @@ std::size_t CpuBackend::Shard(int stage) const {
   return HostGradReduce::Shard(chunks_.at(stage)->params().size(), cfg_.grad_size);
 }
 
-bool CpuBackend::TestReduceGrad(int stage) { return dp_reduce_.Test(stage); }
+bool CpuBackend::TestReduceGrad(int stage) {
+  return ps_ ? ps_->Test(stage) : dp_reduce_.Test(stage);
+}
 
 MemoryBytes CpuBackend::PeakMemory() const {
   MemoryBytes m;
@@ -347,7 +362,7 @@ std::int64_t CpuBackend::BytesSent(CommGroup group) const {
     case CommGroup::kPp:
       return p2p_.bytes_sent();
     case CommGroup::kDp:
-      return dp_reduce_.bytes_sent();
+      return ps_ ? ps_->bytes_sent() : dp_reduce_.bytes_sent();
     case CommGroup::kTp:
       return tp_coll_ ? tp_coll_->bytes_sent() : 0;
     case CommGroup::kCp:

@@ -24,6 +24,7 @@
 #include "exec/cpu/optimizer.h"
 #include "exec/host_comm.h"
 #include "exec/mpi_util.h"
+#include "exec/param_server.h"
 
 namespace pipetwin::exec {
 
@@ -126,6 +127,7 @@ class CpuBackend final : public Backend {
   // After buffers_: destroyed first (it cancels receives into them).
   HostTransfers p2p_;
   HostGradReduce dp_reduce_;
+  PsClient* ps_ = nullptr;  // parameter servers: they reduce and step the optimizer
   std::int64_t step_ = 0;
   double step_loss_ = 0;
   std::vector<std::int32_t> tokens_, labels_;

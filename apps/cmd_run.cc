@@ -20,11 +20,11 @@
 namespace pipetwin {
 namespace {
 
-// --test-fault KIND:RANK, KIND one of hang, kill, perturb.
+// --test-fault KIND:RANK, KIND one of hang, kill, perturb, cp-mask.
 Expected<exec::TestFault> ParseTestFault(const std::string& text) {
   using Kind = exec::TestFault::Kind;
   const Error bad =
-      Error::BadInput("--test-fault: must be hang|kill|perturb:RANK, got '" + text + "'");
+      Error::BadInput("--test-fault: must be hang|kill|perturb|cp-mask:RANK, got '" + text + "'");
   const auto colon = text.find(':');
   if (colon == std::string::npos) return bad;
   const std::string kind = text.substr(0, colon), rank = text.substr(colon + 1);
@@ -35,6 +35,8 @@ Expected<exec::TestFault> ParseTestFault(const std::string& text) {
     f.kind = Kind::kKill;
   } else if (kind == "perturb") {
     f.kind = Kind::kPerturb;
+  } else if (kind == "cp-mask") {
+    f.kind = Kind::kCpMask;
   } else {
     return bad;
   }
@@ -66,8 +68,9 @@ Expected<RunArgs> ParseRun(int argc, char** argv, bool* help) {
       "--backend sleep: sleep each compute action for this calibration profile's median "
       "(default: the job's costs:)")(
       "test-fault", Text(),
-      "for tests only: hang|kill|perturb:RANK makes that world rank stall or die at the first "
-      "measured step, or perturbs its gradients (with --check-reference)");
+      "for tests only: hang|kill|perturb|cp-mask:RANK makes that world rank stall or die at the "
+      "first measured step, perturbs its gradients (with --check-reference), or drops the "
+      "causal mask of its ring attention's diagonal chunk pairs (cp > 1)");
   auto a =
       ParseArgs(argc, argv,
                 {"run", "mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda|sleep [options]",

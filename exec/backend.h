@@ -19,6 +19,7 @@
 #include "exec/comm_group.h"
 #include "exec/model/config.h"
 #include "exec/model/params.h"
+#include "exec/param_server.h"
 #include "job/job.h"
 #include "schedule/action.h"
 #include "schedule/report.h"
@@ -40,11 +41,19 @@ struct BackendConfig {
   gpt::TpConfig tp;
   gpt::Recompute recompute =
       gpt::Recompute::kNone;  // training.recompute (the CPU backend's blocks)
+  gpt::CpConfig cp;  // context parallelism (ring attention); only the CPU backend runs cp > 1
+  // The group the gradients are reduced over: dp × cp ranks (the DP group when cp is 1), and
+  // this rank's place in it (ZeRO-1 shards over it).
+  int grad_size = 1;
+  int grad_rank = 0;
+  // Test hook (`run --test-fault cp-mask:RANK`): ring attention without the causal triangle.
+  bool test_cp_unmasked = false;
   bool adam = true;
   float momentum = 0.0f;  // SGD only: 0.9 for `optimizer: sgd-momentum`
-  // ZeRO-1 (dp > 1): gradients reduce-scattered over DP, each rank steps its 1/dp shard of
-  // the parameters with its shard of the optimizer state, then the parameters are
-  // all-gathered. Shards are ceil(params / dp) elements (the last one zero-padded).
+  // ZeRO-1 (dp × cp > 1): gradients reduce-scattered over the gradient group (grad_size
+  // ranks), each rank steps its 1/grad_size shard of the parameters with its shard of the
+  // optimizer state, then the parameters are all-gathered. Shards are ceil(params /
+  // grad_size) elements (the last one zero-padded).
   bool zero1 = false;
   float learning_rate = 1e-3f;
   std::uint64_t data_seed = 1;
@@ -53,6 +62,8 @@ struct BackendConfig {
   MPI_Comm pp_comm = MPI_COMM_NULL;
   MPI_Comm dp_comm = MPI_COMM_NULL;
   MPI_Comm tp_comm = MPI_COMM_NULL;
+  MPI_Comm cp_comm = MPI_COMM_NULL;
+  MPI_Comm grad_comm = MPI_COMM_NULL;  // dp × cp
   // Reduced precision: bf16 tensors with fp32 master weights and optimizer state (backends
   // that compute in float32 only, like the CPU backend, ignore it); false: fp32.
   bool bf16 = false;
@@ -63,6 +74,10 @@ struct BackendConfig {
   // of computing (exec/sleep/): a calibration profile's medians (`run --profile`); empty: the
   // job's `costs:`.
   std::map<std::pair<int, ActionKind>, double> compute_ms;
+  // Parameter servers (exec/param_server.h; RunJob owns the client): REDUCE_GRAD pushes the
+  // gradients to them and pulls the updated parameters; OPT then has nothing to do. Null: the
+  // ring.
+  PsClient* ps = nullptr;
 };
 
 // What REDUCE_GRAD of a stage does: the elements of the buffer it reduces in place (the

@@ -12,6 +12,7 @@
 #include "exec/backend.h"
 #include "exec/mpi_util.h"
 #include "exec/run.h"
+#include "models/comm.h"
 #include "models/training.h"
 #include "schedule/build.h"
 #include "schedule/stats.h"
@@ -156,8 +157,9 @@ void MeasureDpReduction(const RunHookContext& ctx, const std::vector<int>& mine,
   // in place; a reduce-scatter of the padded gradients under ZeRO-1) and polls as the engine
   // polls (WaitRequest): a nonblocking collective progresses only when tested, so a blocking
   // benchmark would time another thing.
+  // The gradient group: dp × cp ranks (the DP group when cp is 1).
   int dp = 1;
-  PT_MPI_CHECK(MPI_Comm_size(ctx.groups.dp, &dp));
+  PT_MPI_CHECK(MPI_Comm_size(ctx.groups.grad, &dp));
   for (int s : mine) {
     if (dp <= 1) {
       at(s, kDpMs) = 0;
@@ -168,22 +170,30 @@ void MeasureDpReduction(const RunHookContext& ctx, const std::vector<int>& mine,
     std::vector<float> g(red.elements, 1.0f);
     std::vector<double> t;
     for (int i = 0; i < reps + 3; ++i) {
-      PT_MPI_CHECK(MPI_Barrier(ctx.groups.dp));
+      PT_MPI_CHECK(MPI_Barrier(ctx.groups.grad));
       const double st = Now();
       MPI_Request req;
       if (red.reduce_scatter) {
         PT_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, g.data(),
                                                static_cast<int>(red.elements) / dp, MPI_FLOAT,
-                                               MPI_SUM, ctx.groups.dp, &req));
+                                               MPI_SUM, ctx.groups.grad, &req));
       } else {
         PT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(red.elements),
-                                    MPI_FLOAT, MPI_SUM, ctx.groups.dp, &req));
+                                    MPI_FLOAT, MPI_SUM, ctx.groups.grad, &req));
       }
       WaitRequest(&req, timeout_s, [] { return std::string("calibrating the DP reduction"); });
       if (i >= 3) t.push_back((Now() - st) * 1e3);
     }
     at(s, kDpBenchMs) = Median(t);
-    at(s, kDpBytes) = static_cast<double>(red.bytes_sent);
+    // The bytes of the stage's data-parallel traffic in a step: the reduction and, under
+    // ZeRO-1 (a reduce-scatter), the all-gather of the padded parameters after OPT, as the
+    // backend counts them (the simulator books a step's DP bytes on REDUCE_GRAD).
+    const std::int64_t gather =
+        red.reduce_scatter ? models::RingBytesSentPerRank(
+                                 models::Collective::kAllGather,
+                                 static_cast<std::int64_t>(red.elements * sizeof(float)), dp)
+                           : 0;
+    at(s, kDpBytes) = static_cast<double>(red.bytes_sent + gather);
   }
   // What the profile uses is the reduction as the steps ran it: from the last replica's
   // start to the last replica's end (the replicas' imbalance is in the jitter below), with
@@ -202,7 +212,7 @@ void MeasureDpReduction(const RunHookContext& ctx, const std::vector<int>& mine,
       }
     }
     PT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, se.data(), static_cast<int>(se.size()), MPI_DOUBLE,
-                               MPI_MAX, ctx.groups.dp));
+                               MPI_MAX, ctx.groups.grad));
     for (std::size_t j = 0; j < nm; ++j) {
       std::vector<double> d;
       for (std::size_t t = 0; t < ctx.steps.size(); ++t) {
@@ -369,13 +379,13 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
       y << "    - {bytes: " << b << ", ms: " << Num(ms) << "}\n";
     }
   }
-  if (par.dp > 1) {
+  if (par.dp * par.cp > 1) {
     y << "dp_allreduce:   # a benchmark of each stage's gradient reduction alone, in a DP group\n"
       << "                # of group_size ranks (stages[].dp_reduce_ms: as the steps ran it)\n";
     for (int s = 0; s < num_stages; ++s) {
       const double ms = stage[static_cast<std::size_t>(s * kNumFields + kDpBenchMs)];
       const double by = stage[static_cast<std::size_t>(s * kNumFields + kDpBytes)];
-      y << "  - {group_size: " << par.dp << ", stage: " << s
+      y << "  - {group_size: " << par.dp * par.cp << ", stage: " << s
         << ", bytes_sent: " << static_cast<std::int64_t>(by) << ", ms: " << Num(ms) << "}\n";
     }
   }

@@ -8,9 +8,9 @@ namespace pipetwin::exec {
 
 enum class CommGroup : int {
   kPp,  // pipeline: activations and gradients between adjacent stages
-  kDp,  // data parallel: the gradient reduction (and ZeRO's parameter gather)
+  kDp,  // data parallel: the gradient reduction over dp × cp (and ZeRO's parameter gather)
   kTp,  // tensor parallel: the collectives inside a layer
-  kCp,  // context parallel: ring attention (no backend has it yet: always 0)
+  kCp,  // context parallel: ring attention's K/V and dK/dV blocks (CPU backend)
 };
 inline constexpr std::size_t kNumCommGroups = 4;
 inline constexpr CommGroup kAllCommGroups[kNumCommGroups] = {CommGroup::kPp, CommGroup::kDp,

@@ -12,6 +12,13 @@ int WorldRank() {
   return r;
 }
 
+namespace {
+MPI_Comm g_job_comm = MPI_COMM_WORLD;
+}  // namespace
+
+MPI_Comm JobComm() { return g_job_comm; }
+void SetJobComm(MPI_Comm comm) { g_job_comm = comm; }
+
 void CheckMpi(int rc, const char* call, const char* file, int line) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING] = {};
@@ -62,7 +69,7 @@ void WaitRequest(MPI_Request* req, double timeout_s, const std::function<std::st
 }
 
 Groups::~Groups() {
-  for (MPI_Comm* c : {&pp, &dp, &tp}) {
+  for (MPI_Comm* c : {&pp, &dp, &tp, &cp, &grad}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }
@@ -76,11 +83,18 @@ std::unique_ptr<Groups> Groups::Split(const models::RankLayout& layout) {
   auto split = [&](models::Dim d, MPI_Comm* out) {
     models::RankCoord first = c;
     first.Set(d, 0);
-    PT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, layout.GlobalRank(first), c.Get(d), out));
+    PT_MPI_CHECK(MPI_Comm_split(JobComm(), layout.GlobalRank(first), c.Get(d), out));
   };
   split(models::Dim::kPp, &g->pp);
   split(models::Dim::kDp, &g->dp);
   split(models::Dim::kTp, &g->tp);
+  split(models::Dim::kCp, &g->cp);
+  models::RankCoord first = c;
+  first.Set(models::Dim::kDp, 0);
+  first.Set(models::Dim::kCp, 0);
+  PT_MPI_CHECK(MPI_Comm_split(
+      JobComm(), layout.GlobalRank(first),
+      c.Get(models::Dim::kDp) * layout.Size(models::Dim::kCp) + c.Get(models::Dim::kCp), &g->grad));
   return g;
 }
 

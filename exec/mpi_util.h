@@ -32,6 +32,12 @@ void CheckMpi(int rc, const char* call, const char* file, int line);
 
 int WorldRank();
 
+// The communicator of the job's own ranks: MPI_COMM_WORLD, or with parameter servers the
+// workers alone (exec/param_server.h's PsWorld sets it; world ranks and its ranks agree, the
+// servers come last). RunJob's world-wide collectives and Groups::Split use it.
+MPI_Comm JobComm();
+void SetJobComm(MPI_Comm comm);
+
 using Clock = std::chrono::steady_clock;
 
 // Polls `done` until it returns true; past `deadline` throws TimeoutError with what().
@@ -56,6 +62,10 @@ struct Groups {
   MPI_Comm pp = MPI_COMM_NULL;  // ranks of this pipeline (same dp, tp, cp), ordered by pp rank
   MPI_Comm dp = MPI_COMM_NULL;
   MPI_Comm tp = MPI_COMM_NULL;
+  MPI_Comm cp = MPI_COMM_NULL;  // ring attention: ordered by cp rank
+  // The gradient reduction: the dp × cp ranks of the same (pp, tp), ordered by dp then cp
+  // (Megatron reduces over DP and CP together); the DP group when cp is 1.
+  MPI_Comm grad = MPI_COMM_NULL;
   Groups() = default;
   Groups(const Groups&) = delete;
   Groups& operator=(const Groups&) = delete;

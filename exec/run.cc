@@ -15,6 +15,8 @@
 #include "exec/backend_registry.h"
 #include "exec/engine.h"
 #include "exec/mpi_util.h"
+#include "exec/param_server.h"
+#include "exec/straggler_backend.h"
 #include "job/report_builder.h"
 #include "models/costs.h"
 #include "models/model.h"
@@ -25,7 +27,11 @@
 namespace pipetwin::exec {
 namespace {
 
-// A collective on MPI_COMM_WORLD bounded by the timeout.
+// Tag of a server's byte counts to world rank 0 on PsLinks::comm: the largest tag MPI
+// guarantees (stage tags, 4 per stage, stay below it).
+constexpr int kServerBytesTag = 32767;
+
+// A collective on the job's ranks (JobComm) bounded by the timeout.
 void WaitRequest(MPI_Request* req, double timeout_s, const std::string& what) {
   exec::WaitRequest(req, timeout_s, [&] { return what; });
 }
@@ -33,7 +39,7 @@ void WaitRequest(MPI_Request* req, double timeout_s, const std::string& what) {
 double AllReduceMax(double v, double timeout_s, const char* what) {
   MPI_Request req;
   double out = 0;
-  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, JobComm(), &req));
   WaitRequest(&req, timeout_s, what);
   return out;
 }
@@ -44,7 +50,7 @@ std::array<double, N> AllReduceMax(std::array<double, N> v, double timeout_s, co
   MPI_Request req;
   std::array<double, N> out{};
   PT_MPI_CHECK(MPI_Iallreduce(v.data(), out.data(), static_cast<int>(N), MPI_DOUBLE, MPI_MAX,
-                              MPI_COMM_WORLD, &req));
+                              JobComm(), &req));
   WaitRequest(&req, timeout_s, what);
   return out;
 }
@@ -52,14 +58,31 @@ std::array<double, N> AllReduceMax(std::array<double, N> v, double timeout_s, co
 double AllReduceSum(double v, double timeout_s, const char* what) {
   MPI_Request req;
   double out = 0;
-  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, JobComm(), &req));
   WaitRequest(&req, timeout_s, what);
   return out;
 }
 
+// Element-wise MAX or SUM over the job's ranks of a vector of the same length on every rank.
+std::vector<double> ReduceVector(const std::vector<double>& v, MPI_Op op, double timeout_s,
+                                 const char* what) {
+  std::vector<double> out(v.size());
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Iallreduce(v.data(), out.data(), static_cast<int>(v.size()), MPI_DOUBLE, op,
+                              JobComm(), &req));
+  WaitRequest(&req, timeout_s, what);
+  return out;
+}
+
+std::int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void Barrier(double timeout_s, const char* what) {
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Ibarrier(JobComm(), &req));
   WaitRequest(&req, timeout_s, what);
 }
 
@@ -104,13 +127,13 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   int n = static_cast<int>(flat.size());
   std::vector<int> counts(static_cast<std::size_t>(world));
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+  PT_MPI_CHECK(MPI_Igather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, JobComm(), &req));
   WaitRequest(&req, timeout_s, "gathering the timeline");
   std::vector<int> displs(static_cast<std::size_t>(world), 0);
   for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
   std::vector<std::int64_t> all(static_cast<std::size_t>(displs.back() + counts.back()));
   PT_MPI_CHECK(MPI_Igatherv(flat.data(), n, MPI_INT64_T, all.data(), counts.data(), displs.data(),
-                            MPI_INT64_T, 0, MPI_COMM_WORLD, &req));
+                            MPI_INT64_T, 0, JobComm(), &req));
   WaitRequest(&req, timeout_s, "gathering the timeline");
   Timeline t;
   if (WorldRank() != 0) return t;
@@ -132,8 +155,76 @@ Timeline GatherTimeline(const std::vector<TimelineEvent>& mine, int world, doubl
   return t;
 }
 
+// What runs with parameter servers (exec/param_server.h).
+Status CheckParameterServers(const ResolvedJob& job, const RunOptions& opts) {
+  if (job.config.parallel.cp > 1) {
+    // The servers group the pushes of a (stage, tp rank) by dp rank alone.
+    return job.config.source.At("cluster.dp_reduction",
+                                "parameter servers with context parallelism (parallel.cp > 1) "
+                                "are not in the executor: use dp_reduction: ring");
+  }
+  if (opts.after_steps) {
+    return job.config.source.At("cluster.dp_reduction",
+                                "calibration does not run parameter servers: calibrate with "
+                                "dp_reduction: ring");
+  }
+  if (opts.check_reference) {
+    return Error::BadInput(job.path() +
+                           ": --check-reference: with cluster.dp_reduction: parameter-server the "
+                           "workers never hold the reduced gradients (the servers do); check "
+                           "with dp_reduction: ring");
+  }
+  return OkStatus();
+}
+
+// A server rank's whole run: serve every step, then tell world rank 0 its bytes per step.
+Status ServeParameters(const ResolvedJob& job, const RunOptions& opts, const PsWorld& ps) {
+  const JobConfig& cfg = job.config;
+  auto model = CpuModel(cfg, cfg.model, cfg.training.micro_batch, cfg.execution.seed);
+  if (!model) return model.error();
+  auto layers = models::SplitLayers(cfg.model, job.schedule.num_stages);
+  if (!layers) return layers.error();
+  ServerConfig sc;
+  sc.links = ps.links();
+  sc.server = ps.server();
+  sc.steps = cfg.execution.warmup + cfg.execution.steps;
+  sc.model = *model;
+  sc.layers_per_stage = *layers;
+  sc.stage_to_rank = job.schedule.stage_to_rank;
+  sc.layout = models::RankLayout(job.parallel(), cfg.cluster.rank_order);
+  sc.sequence_parallel = cfg.parallel.sp;
+  sc.backend = opts.backend;
+  sc.prompt_wakeups = opts.backend == "sleep";
+  sc.dp_sync = cfg.training.dp_sync;
+  sc.staleness = cfg.training.staleness;
+  sc.optimizer = {cfg.training.optimizer == models::Optimizer::kAdam,
+                  static_cast<float>(cfg.execution.learning_rate),
+                  cfg.training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f};
+  auto bytes = RunParameterServer(sc);
+  if (!bytes) return bytes.error();
+  std::int64_t out[2] = {bytes->sent, bytes->received};
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Isend(out, 2, MPI_INT64_T, 0, kServerBytesTag, ps.links().comm, &req));
+  WaitRequest(&req, cfg.execution.timeout_s, "parameter server's byte counts to rank 0");
+  return OkStatus();
+}
+
+// Rank 0: every server's bytes per step.
+std::vector<models::PsServerBytes> ServerBytes(const PsLinks& links) {
+  std::vector<models::PsServerBytes> out;
+  for (int i = 0; i < links.servers; ++i) {
+    std::int64_t in[2] = {0, 0};
+    MPI_Request req;
+    PT_MPI_CHECK(
+        MPI_Irecv(in, 2, MPI_INT64_T, links.first_server + i, kServerBytesTag, links.comm, &req));
+    WaitRequest(&req, links.timeout_s, "byte counts of parameter server " + std::to_string(i));
+    out.push_back({in[0], in[1]});
+  }
+  return out;
+}
+
 // Phase 1: what this executor can run, and the world mpirun started for it.
-Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world) {
+Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, int servers) {
   const JobConfig& cfg = job.config;
   const ExecutionConfig& exe = cfg.execution;
   if (opts.interleave_calibration && (exe.steps < 2 || exe.steps % 2 != 0)) {
@@ -152,22 +243,35 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world) 
     return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
   }
   const ParallelConfig& par = cfg.parallel;
-  if (par.cp > 1) {
+  if (par.cp > 1 && opts.backend != "cpu") {
     return cfg.source.At("parallel.cp",
-                         "context parallelism (ring attention) is not in the CPU executor yet: use "
-                         "cp: 1 with `run` (simulate models it)");
+                         "context parallelism (ring attention) runs on --backend "
+                         "cpu only; --backend " +
+                             opts.backend + " needs cp: 1 (simulate models cp on every device)");
+  }
+  if (par.cp > 1 && cfg.training.recompute != models::Recompute::kNone) {
+    return cfg.source.At("training.recompute",
+                         "activation recomputation with context parallelism (cp > 1) is not in "
+                         "the CPU executor: use recompute: none, or cp: 1");
   }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
                          "`run` (simulate models all three)");
   }
-  if (world != par.WorldSize()) {
-    return Error::BadInput(
-        job.path() + ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) + " × " +
-        std::to_string(par.dp) + " × " + std::to_string(par.tp) + " × " + std::to_string(par.cp) +
-        " = " + std::to_string(par.WorldSize()) + " ranks, but mpirun started " +
-        std::to_string(world) + " (use mpirun -np " + std::to_string(par.WorldSize()) + ")");
+  if (servers > 0) {
+    if (Status s = CheckParameterServers(job, opts); !s) return s;
+  }
+  if (world != par.WorldSize() + servers) {
+    const std::string ps = servers > 0 ? " + " + std::to_string(servers) +
+                                             " parameter servers (cluster.parameter_servers)"
+                                       : "";
+    return Error::BadInput(job.path() +
+                           ": parallel: pp × dp × tp × cp = " + std::to_string(par.pp) + " × " +
+                           std::to_string(par.dp) + " × " + std::to_string(par.tp) + " × " +
+                           std::to_string(par.cp) + " = " + std::to_string(par.WorldSize()) +
+                           " ranks" + ps + ", but mpirun started " + std::to_string(world) +
+                           " (use mpirun -np " + std::to_string(par.WorldSize() + servers) + ")");
   }
   return OkStatus();
 }
@@ -193,15 +297,19 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  if (auto why = gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp)) {
-    return cfg.source.At("model", *why);
+  bc.cp = gpt::CpConfig{.size = par.cp, .rank = me.cp};
+  if (auto why =
+          gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp, bc.cp)) {
+    return cfg.source.At(par.cp > 1 ? "parallel.cp" : "model", *why);
   }
   bc.recompute = training.recompute == models::Recompute::kFull        ? gpt::Recompute::kFull
                  : training.recompute == models::Recompute::kSelective ? gpt::Recompute::kSelective
                                                                        : gpt::Recompute::kNone;
+  bc.grad_size = par.dp * par.cp;
+  bc.grad_rank = me.dp * par.cp + me.cp;
   bc.adam = training.optimizer == models::Optimizer::kAdam;
   bc.momentum = training.optimizer == models::Optimizer::kSgdMomentum ? 0.9f : 0.0f;
-  bc.zero1 = par.zero == 1 && par.dp > 1;
+  bc.zero1 = par.zero == 1 && bc.grad_size > 1;
   bc.learning_rate = static_cast<float>(exe.learning_rate);
   bc.data_seed = exe.seed;
   bc.timeout_s = exe.timeout_s;
@@ -209,6 +317,8 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.pp_comm = groups.pp;
   bc.dp_comm = groups.dp;
   bc.tp_comm = groups.tp;
+  bc.cp_comm = groups.cp;
+  bc.grad_comm = groups.grad;
   bc.bf16 = training.precision != models::Precision::kFp32;
   bc.schedule = &job.schedule;
   bc.job = &job;
@@ -226,7 +336,7 @@ EngineOptions EngineOptionsFor(const JobConfig& cfg, Backend& backend) {
       const double local = backend.GradNormSquared();
       double total = 0;
       MPI_Request req;
-      PT_MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+      PT_MPI_CHECK(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, JobComm(), &req));
       exec::WaitRequest(&req, deadline, [] {
         return std::string("gradient-norm all-reduce before the optimizer step");
       });
@@ -239,6 +349,7 @@ EngineOptions EngineOptionsFor(const JobConfig& cfg, Backend& backend) {
 // every kept step, the losses, the iteration times and the reference check.
 struct Steps {
   std::vector<std::vector<TimelineEvent>> measured, calibration;
+  PsStepTimes ps;  // with parameter servers: every step's start, end and staleness
 };
 Expected<Steps> RunSteps(const ResolvedJob& job, const RunOptions& opts, const BackendConfig& bc,
                          Backend& backend, Engine& engine, RunResult& res) {
@@ -252,25 +363,37 @@ Expected<Steps> RunSteps(const ResolvedJob& job, const RunOptions& opts, const B
   const double samples = static_cast<double>(job.microbatches) * cfg.parallel.dp;
   Steps kept;
   const int total_steps = exe.warmup + exe.steps;
+  // training.dp_sync async or stale: no barrier and no world-wide reduction between steps
+  // (the parameter servers pace the workers); the step times and losses are reduced at the end.
+  const bool free_running = cfg.training.dp_sync != models::DpSync::kSync;
+  std::vector<double> local_ms, local_loss;
   for (int step = 0; step < total_steps; ++step) {
-    Barrier(exe.timeout_s, "barrier before a step");
+    if (!free_running || step == 0) Barrier(exe.timeout_s, "barrier before a step");
+    const std::int64_t begin_ns = SteadyNs();
+    const std::int64_t held = bc.ps ? bc.ps->updates_held() : step;
     if (step == exe.warmup) backend.ResetPeakMemory();
     if (opts.fault.Is(TestFault::Kind::kHang, WorldRank()) && step == exe.warmup) {
       std::this_thread::sleep_for(std::chrono::hours(1));  // test hook: a rank that stalls
     }
     std::vector<TimelineEvent> events = engine.RunStep(step);
     backend.FinishStep(events);
+    if (bc.ps) kept.ps.Add(begin_ns, SteadyNs(), step - held);
     // The step's iteration time, as the report builder defines it: the makespan under
     // optimizer_sync, else the longest rank span.
     const RankStepStats mine = SummarizeRank(events);
-    const std::array<double, 2> step_max =
-        AllReduceMax(std::array<double, 2>{static_cast<double>(mine.last_end_ns) * 1e-6,
-                                           static_cast<double>(mine.span_ns()) * 1e-6},
-                     exe.timeout_s, "step time");
-    const double iteration_ms = cfg.optimizer_sync ? step_max[0] : step_max[1];
-    const double loss =
-        AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe.timeout_s, "loss") / samples;
-    res.losses.push_back(loss);
+    double iteration_ms = 0, loss = 0;
+    if (free_running) {
+      local_ms.push_back(static_cast<double>(mine.span_ns()) * 1e-6);
+      local_loss.push_back(loss_rank ? backend.StepLoss() : 0.0);
+    } else {
+      const std::array<double, 2> step_max =
+          AllReduceMax(std::array<double, 2>{static_cast<double>(mine.last_end_ns) * 1e-6,
+                                             static_cast<double>(mine.span_ns()) * 1e-6},
+                       exe.timeout_s, "step time");
+      iteration_ms = cfg.optimizer_sync ? step_max[0] : step_max[1];
+      loss = AllReduceSum(loss_rank ? backend.StepLoss() : 0.0, exe.timeout_s, "loss") / samples;
+      res.losses.push_back(loss);
+    }
     if (opts.fault.Is(TestFault::Kind::kKill, WorldRank()) && step == exe.warmup) {
       std::raise(SIGKILL);  // test hook: a rank that dies mid-run
     }
@@ -287,6 +410,13 @@ Expected<Steps> RunSteps(const ResolvedJob& job, const RunOptions& opts, const B
       res.step_ms.push_back(iteration_ms);
       kept.measured.push_back(std::move(events));
     }
+  }
+  if (free_running) {
+    // Step k's loss: every worker's own step k; its time: the longest rank span of step k.
+    res.losses = ReduceVector(local_loss, MPI_SUM, exe.timeout_s, "losses");
+    for (double& x : res.losses) x /= samples;
+    const std::vector<double> ms = ReduceVector(local_ms, MPI_MAX, exe.timeout_s, "step times");
+    res.step_ms.assign(ms.begin() + exe.warmup, ms.end());
   }
   return kept;
 }
@@ -315,7 +445,7 @@ std::optional<StepRecord> GatherStepRecord(const std::vector<TimelineEvent>& min
   std::vector<std::int64_t> rows(static_cast<std::size_t>(kFields * world));
   MPI_Request req;
   PT_MPI_CHECK(MPI_Igather(row, kFields, MPI_INT64_T, rows.data(), kFields, MPI_INT64_T, 0,
-                           MPI_COMM_WORLD, &req));
+                           JobComm(), &req));
   WaitRequest(&req, timeout_s, "gathering the report");
   if (WorldRank() != 0) return std::nullopt;
   StepRecord rec;
@@ -344,19 +474,37 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   const ExecutionConfig& exe = job.config.execution;
   int world = 0;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-  if (Status s = CheckRunnable(job, opts, world); !s) return s.error();
+  const int servers = models::ParameterServerRanks(job.config.cluster, job.parallel());
+  if (Status s = CheckRunnable(job, opts, world, servers); !s) return s.error();
+  // With parameter servers the last `servers` world ranks serve; the rest run the job.
+  const PsWorld ps(job.parallel().WorldSize(), servers, exe.timeout_s);
+  if (ps.is_server()) {
+    if (Status s = ServeParameters(job, opts, ps); !s) return s.error();
+    return RunResult{};
+  }
+  world = job.parallel().WorldSize();
   auto groups = Groups::Split(models::RankLayout(job.parallel(), job.config.cluster.rank_order));
   auto bc = ConfigureBackend(job, *groups);
   if (!bc) return bc.error();
   bc->compute_ms = opts.compute_ms;
+  bc->test_cp_unmasked = opts.fault.Is(TestFault::Kind::kCpMask, WorldRank());
+  std::unique_ptr<PsClient> ps_client;
+  if (ps.links().enabled()) {
+    ps_client = std::make_unique<PsClient>(ps.links());
+    bc->ps = ps_client.get();
+  }
   auto made = MakeBackend(opts.backend, *bc);
   if (!made) return made.error();
-  const std::unique_ptr<Backend> backend = std::move(*made);
+  std::unique_ptr<Backend> backend = std::move(*made);
   if (job.config.stragglers.any() && backend->Computes()) {
-    return job.config.source.At("execution.stragglers",
-                                "only the sleep backend applies stragglers (--backend sleep); "
-                                "--backend " +
-                                    opts.backend + " runs at the machine's speed");
+    // The CPU backend computes on the host: a slow rank sleeps after each action
+    // (exec/straggler_backend.h). A device's work runs behind the host's back.
+    if (opts.backend != "cpu") {
+      return job.config.source.At("execution.stragglers",
+                                  "only the sleep and cpu backends apply stragglers; --backend " +
+                                      opts.backend + " runs at the machine's speed");
+    }
+    backend = WrapStragglers(std::move(backend), job.config.stragglers, WorldRank());
   }
   if (opts.check_reference && !backend->Computes()) {
     return Error::BadInput("--check-reference: --backend " + opts.backend +
@@ -384,8 +532,12 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
       return st.error();
     }
   }
+  std::optional<DpSyncReport> dp_sync;
+  if (ps_client) dp_sync = GatherDpSync(job, steps->ps, exe.timeout_s);  // collective
   auto rec = GatherStepRecord(mine, *backend, world, total_steps, exe.timeout_s);
   if (!rec) return res;  // not rank 0
+  if (ps.links().enabled()) rec->servers = ServerBytes(ps.links());
+  rec->dp_sync = std::move(dp_sync);
   res.report = BuildReport(job, *rec);
   res.report.measured =
       Measured{res.step_ms, res.losses, opts.backend, opts.check_reference, res.max_relative_error};

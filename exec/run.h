@@ -40,9 +40,10 @@ struct RunHookContext {
 
 // A fault injected on purpose, for the tests only (`pipetwin run --test-fault KIND:RANK`):
 // at the first measured step, world rank `rank` stalls (kHang) or dies (kKill); with
-// check_reference, its gradients are perturbed by 1e-4 (kPerturb) so that the check fails.
+// check_reference, its gradients are perturbed by 1e-4 (kPerturb) so that the check fails;
+// under cp > 1 its ring attention drops the causal mask of the diagonal chunk pairs (kCpMask).
 struct TestFault {
-  enum class Kind { kNone, kHang, kKill, kPerturb };
+  enum class Kind { kNone, kHang, kKill, kPerturb, kCpMask };
   Kind kind = Kind::kNone;
   int rank = -1;
   bool Is(Kind k, int world_rank) const { return kind == k && rank == world_rank; }

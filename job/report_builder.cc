@@ -94,6 +94,32 @@ std::int64_t IterationNs(bool optimizer_sync, const StepRecord& step) {
   return longest;
 }
 
+namespace {
+
+// The servers' rows: measured where the record has them, else the cost model's stage sizes
+// (float32 on the CPU executor, the gradient reduction's element size otherwise).
+void AddParameterServers(Report& r, const ResolvedJob& job, const StepRecord& step) {
+  const JobConfig& c = job.config;
+  const int servers = models::ParameterServerRanks(c.cluster, c.parallel);
+  if (servers == 0) return;
+  std::vector<models::PsServerBytes> bytes = step.servers;
+  if (bytes.empty() && job.model_costs) {
+    const models::JobCosts& jc = *job.model_costs;
+    std::vector<std::int64_t> elements;
+    for (const models::StageCost& sc : jc.stages) elements.push_back(sc.params);
+    bytes = models::PredictServerBytes(
+        elements, {.dp = c.parallel.dp, .tp = c.parallel.tp, .servers = servers},
+        jc.cpu_executor ? 4 : c.training.grad_reduce_bytes());
+  }
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const int k = static_cast<int>(i);
+    r.parameter_servers.push_back(
+        {k, c.parallel.WorldSize() + k, bytes[i].sent, bytes[i].received});
+  }
+}
+
+}  // namespace
+
 Report BuildReport(const ResolvedJob& job, const StepRecord& step, const ReportOptions& opts) {
   const JobConfig& c = job.config;
   const Schedule& s = job.schedule;
@@ -189,6 +215,8 @@ Report BuildReport(const ResolvedJob& job, const StepRecord& step, const ReportO
   }
 
   AddThroughput(r, job, r.iteration_time_ms * 1e-3);
+  AddParameterServers(r, job, step);
+  r.dp_sync = step.dp_sync;
   if (!jc) return r;
 
   if (!step.world_rows) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "job/job.h"
+#include "models/param_server.h"
 #include "models/program_memory.h"
 #include "schedule/report.h"
 #include "schedule/timeline.h"
@@ -36,6 +37,12 @@ struct StepRecord {
     std::optional<models::RankMemory> memory;  // measured; predicted rows take the model's
   };
   std::vector<Row> rows;
+  // Measured, with parameter servers: the bytes each server moved per step. Empty: the
+  // builder predicts them from the cost model (models/param_server.h).
+  std::vector<models::PsServerBytes> servers;
+  // With parameter servers: the workers' pace under training.dp_sync, played (sim/dp_sync.h)
+  // or measured, summarised by models::SummarizeDpSync on both sides.
+  std::optional<DpSyncReport> dp_sync;
 };
 
 struct ReportOptions {

@@ -87,6 +87,53 @@ std::string Ms(double v) {
 }
 
 // Abstract costs: each field's share of that sum, the largest named when it is too long.
+// training.dp_sync async and stale are protocols of parameter servers: workers that push
+// gradients and pull parameters each at its own pace. A ring all-reduce or ZeRO's collectives
+// are barriers among the workers, and so is optimizer_sync's all-rank gradient norm.
+// Activation recomputation with context parallelism is not in the CPU executor (selective
+// would drop ring attention's state, which has no probabilities; full is not validated), so
+// neither `run` nor the CPU executor's inventory (cluster.device: cpu) takes it.
+Status CheckRecomputeWithCp(const JobConfig& c) {
+  if (c.parallel.cp == 1 || c.training.recompute == models::Recompute::kNone) return OkStatus();
+  if (c.cluster.device.name != "cpu") return OkStatus();
+  return c.source.At(
+      "training.recompute",
+      "recompute: " + std::string(models::ToString(c.training.recompute)) +
+          " with context parallelism (parallel.cp: " + std::to_string(c.parallel.cp) +
+          ") is not in the CPU executor (cluster.device: cpu): use recompute: "
+          "none, or cp: 1");
+}
+
+Status CheckDpSync(const JobConfig& c) {
+  const models::TrainingConfig& t = c.training;
+  if (t.dp_sync == models::DpSync::kSync) return OkStatus();
+  const std::string mode = "dp_sync: " + std::string(models::ToString(t.dp_sync));
+  if (c.parallel.zero != 0) {
+    return c.source.At("training.dp_sync",
+                       mode + " with ZeRO (parallel.zero: " + std::to_string(c.parallel.zero) +
+                           "): ZeRO shards the optimizer over the workers, whose collectives "
+                           "are a barrier; use zero: 0 with parameter servers, or dp_sync: sync");
+  }
+  if (c.cluster.dp_reduction != models::ClusterConfig::DpReduction::kParameterServer) {
+    return c.source.At("training.dp_sync",
+                       mode +
+                           " needs cluster.dp_reduction: parameter-server (a ring or tree "
+                           "all-reduce is a barrier among the workers); or use dp_sync: sync");
+  }
+  if (c.parallel.dp < 2) {
+    return c.source.At(
+        "training.dp_sync",
+        mode + " needs data parallelism: parallel.dp >= 2, got " + std::to_string(c.parallel.dp));
+  }
+  if (c.optimizer_sync) {
+    return c.source.At("training.dp_sync",
+                       mode +
+                           " needs optimizer_sync: false (its all-rank gradient-norm "
+                           "reduction is a barrier among the workers)");
+  }
+  return OkStatus();
+}
+
 Status CheckAbstractStepTime(const JobConfig& c, int microbatches) {
   const AbstractCosts& k = *c.costs;
   const double chunks = static_cast<double>(c.parallel.pp) * c.parallel.vpp;
@@ -157,6 +204,8 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   auto m = Microbatches(config);
   if (!m) return m.error();
   job.microbatches = *m;
+  if (Status s = CheckDpSync(config); !s) return s.error();
+  if (Status s = CheckRecomputeWithCp(config); !s) return s.error();
   // A cluster whose node count was left out is just large enough for this layout.
   models::ClusterConfig& cl = config.cluster;
   if (!cl.nodes_given) {
@@ -194,7 +243,8 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   req.pp = config.parallel.pp;
   req.vpp = config.parallel.vpp;
   req.microbatches = job.microbatches;
-  req.reduce_grad = config.parallel.dp > 1;
+  // The gradients are reduced over dp x cp ranks (every CP rank holds its tokens' share).
+  req.reduce_grad = config.parallel.dp * config.parallel.cp > 1;
   req.where_schedule = config.source.Where("schedule");
   req.where_microbatches =
       config.source.Where(config.microbatches ? "microbatches" : "training.global_batch");

@@ -9,6 +9,7 @@
 #include "models/cpu_inventory.h"
 #include "models/layer_costs.h"
 #include "models/memory.h"
+#include "models/param_server.h"
 #include "models/yaml_util.h"
 
 namespace pipetwin::models {
@@ -51,6 +52,8 @@ double CausalBlockFraction(int seq_len, bool flash_attention) {
   return (n + 1) / (2 * n);
 }
 
+double RingAttentionFraction(int cp) { return (2.0 * cp + 1) / (4.0 * cp); }
+
 namespace {
 
 // One decoder layer on one rank, one microbatch.
@@ -92,7 +95,12 @@ LayerTimes DecoderLayer(const Context& c) {
   // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
   // so its kernels run the executed FLOPs only (fl.attention keeps the paper's non-causal
   // count, the MFU convention); unfused attention computes the full score matrix.
-  const double executed = fl.attention * CausalBlockFraction(c.m.seq_len, c.t.flash_attention);
+  // The CPU executor under cp > 1 runs ring attention, which skips the chunk pairs above the
+  // diagonal (its cp = 1 attention computes the scores of whole row blocks, as modelled).
+  const bool cpu_ring = c.d.name == "cpu" && c.sh.cp > 1;
+  const double executed =
+      fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
+                               : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
   const double attn_f = AttentionMs(c.d, p, executed, mnk, false);
   const double attn_b = AttentionMs(c.d, p, 2 * executed, mnk, true);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));
@@ -208,6 +216,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   }
   if (Status s = CheckModel(in.model); !s) return s.error();
   if (Status s = CheckSharding(par, in.model); !s) return s.error();
+  if (in.cluster.device.name == "cpu" && par.cp > 1 && in.training.recompute != Recompute::kNone) {
+    // The CPU executor refuses it too (exec/run.cc); its memory inventory is not validated there.
+    return Error::BadInput(
+        "training.recompute: activation recomputation with context parallelism (cp > 1) is "
+        "not in the CPU executor (cluster.device: cpu): use recompute: none, or cp: 1");
+  }
   if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);
 }
@@ -543,6 +557,18 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
         return c.t.zero3_prefetch >= 1 ? std::max(compute, units * one) + one
                                        : compute + units * one;
       };
+      sc.unshard = {
+          .applies = true,
+          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo),
+          .gather_bytes = std::llround(BytesSentPerRank(Collective::kAllGather, param_full, n_dp)),
+          .held_bytes = std::llround(param_full),
+          .held_grad_bytes = sc.params * bpp.grads,
+          .forward_ms = sc.forward_ms,
+          .backward_input_ms = sc.backward_input_ms,
+          .backward_weight_ms = sc.backward_weight_ms,
+          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, c.dp_group, c.topo),
+          .reduce_bytes =
+              std::llround(BytesSentPerRank(Collective::kReduceScatter, grad_full, n_dp))};
       sc.forward_ms = pass(sc.forward_ms, g);
       sc.backward_input_ms = pass(sc.backward_input_ms, g);
       sc.backward_weight_ms = pass(sc.backward_weight_ms, rs);
@@ -606,6 +632,7 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .last = s == num_stages - 1,
                                                      .tp = par.tp,
                                                      .sp = par.sp,
+                                                     .cp = par.cp,
                                                      .recompute = t.recompute});
     sc.params = cm.params;
     sc.param_bytes = cm.param_bytes;
@@ -613,11 +640,16 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
                           : t.optimizer == Optimizer::kSgdMomentum ? 4
                                                                    : 0;
-    // ZeRO-1 on the CPU executor: the optimizer state of a ceil(params / dp) shard.
-    const bool zero1 = par.zero == 1 && par.dp > 1;
-    const I64 shard = (cm.params + par.dp - 1) / par.dp;
-    sc.optimizer_bytes = (zero1 ? shard : cm.params) * per_param;
-    sc.zero1_padded_bytes = zero1 ? shard * par.dp * 4 : 0;
+    // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
+    // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer
+    // state of a ceil(params / (dp x cp)) shard.
+    const int n_dp = par.dp * par.cp;
+    const bool zero1 = par.zero == 1 && n_dp > 1;
+    const I64 shard = (cm.params + n_dp - 1) / n_dp;
+    // Parameter servers (models/param_server.h) hold the optimizer state: the workers none.
+    const bool ps = UsesParameterServers(jc.cluster, par);
+    sc.optimizer_bytes = ps ? 0 : (zero1 ? shard : cm.params) * per_param;
+    sc.zero1_padded_bytes = zero1 ? shard * n_dp * 4 : 0;
     sc.activation_bytes_per_microbatch = cm.activations_full;
     sc.activation_bytes_pending_w = cm.activations_pending_w;
     sc.activation_transient_bytes = cm.activations_i_transient;
@@ -625,13 +657,16 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     sc.comm_buffer_bytes = 0;
     sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
     sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;
+    sc.cp_bytes_per_microbatch = cm.cp_bytes_per_microbatch;
     // Its data-parallel reduction: a ring all-reduce of the float32 gradients. ZeRO-1: a
     // reduce-scatter of the padded gradients and, after the step, an all-gather of the padded
-    // parameters. Whole bytes call by call, as the executor counts them.
+    // parameters. Whole bytes call by call, as the executor counts them. Parameter servers:
+    // each worker pushes its float32 gradients once (its shards over the servers sum to them).
     const I64 dp_bytes =
-        zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, par.dp) +
-                    RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, par.dp)
-              : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, par.dp);
+        ps      ? cm.grad_bytes
+        : zero1 ? RingBytesSentPerRank(Collective::kReduceScatter, sc.zero1_padded_bytes, n_dp) +
+                      RingBytesSentPerRank(Collective::kAllGather, sc.zero1_padded_bytes, n_dp)
+                : RingBytesSentPerRank(Collective::kAllReduceRing, cm.grad_bytes, n_dp);
     sc.dp_reduce_bytes = static_cast<double>(dp_bytes);
   }
 }
@@ -651,6 +686,9 @@ void ApplyVariability(JobCosts& jc, const CostInputs& in) {
     sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
     sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
     sc.backward_weight_ms *= k;
+    sc.unshard.forward_ms = (sc.unshard.forward_ms - f_comm) * k + f_comm;
+    sc.unshard.backward_input_ms = (sc.unshard.backward_input_ms - i_comm) * k + i_comm;
+    sc.unshard.backward_weight_ms *= k;
   }
 }
 

@@ -78,6 +78,24 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   std::int64_t tp_bytes_per_microbatch = 0;            // bytes one rank sends in TP/SP collectives
   std::int64_t cp_bytes_per_microbatch = 0;            // bytes one rank sends in ring attention
   std::int64_t zero3_gather_bytes_per_microbatch = 0;  // ZeRO-3 parameter gathers (F and I)
+
+  // Schedules with UNSHARD/RESHARD actions (torch's runtime; FSDP units are whole stages): under
+  // ZeRO-3 with dp x cp > 1 the stage's parameters are all-gathered once at UNSHARD and held
+  // until RESHARD; while they are held, F, I and W gather nothing, and the gradients are
+  // reduce-scattered once, at REDUCE_GRAD, not in every W. Without ZeRO-3 (`applies` false)
+  // UNSHARD and RESHARD cost nothing, as on torch's runtime without FSDP.
+  struct Unshard {
+    bool applies = false;
+    double gather_ms = 0;           // one all-gather of the stage's parameters
+    std::int64_t gather_bytes = 0;  // bytes one rank sends in it
+    std::int64_t held_bytes = 0;    // the gathered parameters, from UNSHARD until RESHARD
+    // Their gradients, unsharded (torch defers FSDP's reduction to REDUCE_GRAD): from the
+    // stage's first backward until REDUCE_GRAD.
+    std::int64_t held_grad_bytes = 0;
+    double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;  // no gathers
+    double reduce_ms = 0;           // one reduce-scatter of the stage's gradients
+    std::int64_t reduce_bytes = 0;  // bytes one rank sends in it
+  } unshard;
 };
 
 struct JobCosts {
@@ -135,5 +153,10 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
 // computed (1). FlashAttention-2's forward tile is 128 tokens (Dao 2023, Sec. 3.3).
 inline constexpr double kFlashBlock = 128;
 double CausalBlockFraction(int seq_len, bool flash_attention);
+// The same share for the CPU executor's ring attention (exec/cpu/ring_attention.h) on cp > 1
+// ranks: of the (2cp)² chunk pairs, a rank computes those of its two query chunks (r and
+// 2cp − 1 − r) with the key chunks not after them, 2cp + 1 pairs of (s / 2cp)², against the
+// s² / cp of a rank's non-causal share: (2cp + 1) / 4cp.
+double RingAttentionFraction(int cp);
 
 }  // namespace pipetwin::models

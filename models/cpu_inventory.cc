@@ -9,13 +9,16 @@ namespace pipetwin::models {
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   constexpr std::int64_t kF = 4;  // bytes per float32 / int32
-  const std::int64_t n = c.micro_batch * c.seq_len;
+  const std::int64_t n = c.micro_batch * c.seq_len / c.cp;
   const std::int64_t r = c.sp ? n / c.tp : n;
   const std::int64_t h = c.hidden;
   const std::int64_t hl = h / c.tp;
   const std::int64_t fl = c.ffn_hidden / c.tp;
   const std::int64_t v = c.vocab;
-  const std::int64_t probs = c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
+  // What the attention core saves beside qkv: the probabilities (cp = 1), or ring attention's
+  // output and log-sum-exp per row and head (cp > 1).
+  const std::int64_t probs = c.cp > 1 ? n * hl + n * (c.heads / c.tp)
+                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
   const std::int64_t layers = c.layers;
 
   std::int64_t params = 0;
@@ -87,6 +90,8 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
 
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
+  // Full recompute runs each block's ring attention forward (its K/V exchanges) again in I.
+  m.cp_bytes_per_microbatch = layers * (recompute_full ? 4 : 3) * (c.cp - 1) * n * 2 * hl * kF;
   m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;

@@ -6,11 +6,12 @@
 // uses this inventory when `cluster.device` is `cpu`, and exec/cpu's tests check it against
 // the executor's allocation accounting, byte for byte.
 //
-// Per block, in float32 elements, with N = micro_batch × seq_len tokens, R = rows a rank
-// holds outside the TP region (N, or N / tp under SP), h = hidden, hl = h / tp, al = heads / tp,
-// fl = ffn_hidden / tp, B = micro_batch, S = seq_len:
-//   saved by F:   LN1 (x̂ R·h, 1/σ R) + QKV input N·h + attention (qkv 3·N·hl, probabilities
-//                 B·al·S·S) + out-proj input N·hl + LN2 (R·h + R) + fc1 input N·h
+// Per block, in float32 elements, with N = micro_batch × seq_len / cp tokens (a CP rank's),
+// R = rows a rank holds outside the TP region (N, or N / tp under SP), h = hidden, hl = h / tp,
+// al = heads / tp, fl = ffn_hidden / tp, B = micro_batch, S = seq_len:
+//   saved by F:   LN1 (x̂ R·h, 1/σ R) + QKV input N·h + attention (qkv 3·N·hl, and with cp = 1
+//                 the probabilities B·al·S·S; with cp > 1, ring attention, the output N·hl and
+//                 the log-sum-exp N·al) + out-proj input N·hl + LN2 (R·h + R) + fc1 input N·h
 //                 + GeLU input N·fl + fc2 input N·fl
 //   kept for W:   the four linears' inputs and output gradients:
 //                 (N·h + 3·N·hl) + (N·hl + N·h) + (N·h + N·fl) + (N·fl + N·h)
@@ -46,6 +47,7 @@ struct CpuChunkShape {
   bool first = false, last = false;
   std::int64_t tp = 1;
   bool sp = false;
+  std::int64_t cp = 1;  // context parallel: ring attention over cp ranks
   Recompute recompute = Recompute::kNone;
 };
 
@@ -61,6 +63,11 @@ struct CpuChunkMemory {
   // S bytes sends 2(t−1)/t·S, an all-gather or reduce-scatter (t−1)/t·S of the full tensor):
   std::int64_t tp_bytes_per_microbatch = 0;  // F and I of one microbatch (W needs none)
   std::int64_t tp_bytes_per_iteration = 0;   // under SP: the replicated gradients, once a step
+  // Bytes this rank sends in ring attention, F and I of one microbatch: per block (cp − 1)
+  // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full
+  // recompute: (cp − 1) K/V blocks more in I, the forward again; neither the executor nor the
+  // simulator runs recompute with cp > 1 yet, see training.recompute in README.md).
+  std::int64_t cp_bytes_per_microbatch = 0;
 };
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);

@@ -18,18 +18,34 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
   }
   const std::int64_t fixed = base.params + base.grads + base.optimizer + base.comm_buffers;
   std::int64_t act = 0;
+  // FSDP: the parameters of the stages unsharded now, and their unsharded gradients, which
+  // accumulate from the stage's first backward until its REDUCE_GRAD (or RESHARD).
+  std::int64_t gathered = 0, gathered_grads = 0;
+  std::vector<char> unsharded(jc.stages.size(), 0), grads_live(jc.stages.size(), 0);
   RankMemory out;
   out.at_peak = base;
   out.peak = fixed;
   auto consider = [&](std::int64_t activations) {
-    if (fixed + activations > out.peak) {
-      out.peak = fixed + activations;
+    if (fixed + gathered + gathered_grads + activations > out.peak) {
+      out.peak = fixed + gathered + gathered_grads + activations;
       out.at_peak = base;
+      out.at_peak.params += gathered;
+      out.at_peak.grads += gathered_grads;
       out.at_peak.activations = activations;
     }
   };
+  auto free_grads = [&](std::size_t st) {
+    if (grads_live[st]) gathered_grads -= jc.stages[st].unshard.held_grad_bytes;
+    grads_live[st] = 0;
+  };
   for (const Action& a : program) {
-    const StageCost& c = jc.stages[static_cast<std::size_t>(a.stage)];
+    const std::size_t st = static_cast<std::size_t>(a.stage);
+    const StageCost& c = jc.stages[st];
+    const bool backward = a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput;
+    if (backward && unsharded[st] && !grads_live[st]) {
+      grads_live[st] = 1;
+      gathered_grads += c.unshard.held_grad_bytes;
+    }
     switch (a.kind) {
       case ActionKind::kForward:
         act += c.activation_bytes_per_microbatch;
@@ -51,12 +67,25 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
       case ActionKind::kRecvF:
       case ActionKind::kSendB:
       case ActionKind::kRecvB:
-      case ActionKind::kReduceGrad:
       case ActionKind::kOptimizer:
+        break;
+      case ActionKind::kReduceGrad:
+        free_grads(st);
+        break;
+      case ActionKind::kUnshard:
+        if (c.unshard.applies && !unsharded[st]) {
+          unsharded[st] = 1;
+          gathered += c.unshard.held_bytes;
+          consider(act);
+        }
+        break;
+      case ActionKind::kReshard:
+        if (unsharded[st]) gathered -= c.unshard.held_bytes;
+        unsharded[st] = 0;
+        free_grads(st);
+        break;
       case ActionKind::kWaitSendF:
       case ActionKind::kWaitSendB:
-      case ActionKind::kUnshard:
-      case ActionKind::kReshard:
       case ActionKind::kWaitReduceGrad:
         break;
     }

@@ -46,6 +46,10 @@ std::string_view ToString(GradReduceDtype v) {
   return v == GradReduceDtype::kFp32 ? "fp32" : "bf16";
 }
 
+std::string_view ToString(DpSync v) {
+  return v == DpSync::kSync ? "sync" : v == DpSync::kAsync ? "async" : "stale";
+}
+
 Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const std::string& key) {
   if (!v.IsMap()) {
     return f.At(v, key, "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool}");
@@ -69,10 +73,10 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s = f.CheckKeys(
-          node, "training",
-          {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
-           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit"});
+  if (Status s = f.CheckKeys(node, "training",
+                             {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
+                              "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
+                              "zero3_prefetch", "zero3_unit", "dp_sync", "staleness"});
       !s) {
     return s.error();
   }
@@ -141,6 +145,24 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<std::string> x = f.Choice(v, "training.zero3_unit", {"layer", "module"});
     if (!x) return x.error();
     t.zero3_unit = *x == "layer" ? Zero3Unit::kLayer : Zero3Unit::kModule;
+  }
+  if (const YAML::Node v = node["dp_sync"]) {
+    Expected<std::string> x = f.Choice(v, "training.dp_sync", {"sync", "async", "stale"});
+    if (!x) return x.error();
+    t.dp_sync = *x == "sync" ? DpSync::kSync : *x == "async" ? DpSync::kAsync : DpSync::kStale;
+  }
+  if (const YAML::Node v = node["staleness"]) {
+    if (t.dp_sync != DpSync::kStale) {
+      return f.At(v, "training.staleness",
+                  "only with dp_sync: stale (the steps a worker may run ahead of the slowest)");
+    }
+    Expected<long long> x = f.Int(v, "training.staleness", 0, 1 << 20);
+    if (!x) return x.error();
+    t.staleness = static_cast<int>(*x);
+  } else if (t.dp_sync == DpSync::kStale) {
+    return f.At(node, "training.staleness",
+                "required with dp_sync: stale: the steps a worker may run ahead of the slowest "
+                "(0 = sync)");
   }
   return t;
 }

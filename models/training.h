@@ -3,7 +3,8 @@
 //   training: {global_batch: 1536, micro_batch: 1, precision: bf16, optimizer: adam,
 //              recompute: selective, flash_attention: false,
 //              overlap: {tp_comm: false, grad_reduce: false, param_gather: false},
-//              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1}
+//              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
+//              dp_sync: stale, staleness: 2}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -23,6 +24,10 @@ enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
 enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
 
 enum class Zero3Unit { kLayer, kModule };
+// How data-parallel workers synchronise through parameter servers (models/dp_sync.h): sync
+// (every worker waits for the step's update), async (no wait: pull the latest parameters),
+// stale (a worker runs at most `staleness` steps ahead of the slowest).
+enum class DpSync { kSync, kAsync, kStale };
 
 // Communication overlapped with compute, as Megatron-Core's --tp-comm-overlap,
 // --overlap-grad-reduce and --overlap-param-gather (all off by default there, and here).
@@ -59,6 +64,8 @@ struct TrainingConfig {
   // stage 3 fetches each submodule's parameters: 4 gathers per layer, and only the largest
   // module (fc1) and the prefetched ones held.
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
+  DpSync dp_sync = DpSync::kSync;
+  int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
@@ -80,5 +87,6 @@ std::string_view ToString(Precision v);
 std::string_view ToString(Optimizer v);
 std::string_view ToString(Recompute v);
 std::string_view ToString(GradReduceDtype v);
+std::string_view ToString(DpSync v);
 
 }  // namespace pipetwin::models

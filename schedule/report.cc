@@ -97,6 +97,27 @@ std::string ReportToJson(const Report& r) {
                      {"max_ms", r.profile->jitter_max_ms}};
     }
   }
+  if (!r.parameter_servers.empty()) {
+    ordered_json servers = ordered_json::array();
+    for (const ParameterServerReport& p : r.parameter_servers) {
+      servers.push_back({{"server", p.server},
+                         {"rank", p.rank},
+                         {"bytes_sent", p.bytes_sent},
+                         {"bytes_received", p.bytes_received}});
+    }
+    j["parameter_servers"] = servers;
+  }
+  if (r.dp_sync) {
+    const DpSyncReport& d = *r.dp_sync;
+    j["dp_sync"] = {{"mode", d.mode},
+                    {"staleness_bound", d.staleness_bound},
+                    {"steps", d.steps},
+                    {"worker_steps_per_s", d.worker_steps_per_s},
+                    {"steps_per_s", d.steps_per_s},
+                    {"samples_per_s", d.samples_per_s},
+                    {"staleness_mean", d.staleness_mean},
+                    {"staleness_max", d.staleness_max}};
+  }
   if (r.measured) {
     j["measured_steps_ms"] = r.measured->steps_ms;
     j["losses"] = r.measured->losses;
@@ -323,6 +344,30 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
         p.jitter_max_ms = NumIn(x, "max_ms", "jitter.");
       }
       r.profile = p;
+    }
+    if (Has(j, "parameter_servers")) {
+      const auto& a = Field(j, "parameter_servers", "");
+      if (!a.is_array()) throw BadField{"parameter_servers: must be an array"};
+      for (const auto& x : a) {
+        r.parameter_servers.push_back(
+            {static_cast<int>(IntIn(x, "server", "parameter_servers[].", 0, kMaxCount)),
+             RankIn(x, "rank", "parameter_servers[]."),
+             IntIn(x, "bytes_sent", "parameter_servers[].", 0, kMaxBytes),
+             IntIn(x, "bytes_received", "parameter_servers[].", 0, kMaxBytes)});
+      }
+    }
+    if (Has(j, "dp_sync")) {
+      const auto& x = Object(j, "dp_sync", "");
+      DpSyncReport d;
+      d.mode = Str(x, "mode", "dp_sync.");
+      d.staleness_bound = static_cast<int>(IntIn(x, "staleness_bound", "dp_sync.", -1, kMaxCount));
+      d.steps = static_cast<int>(IntIn(x, "steps", "dp_sync.", 0, kMaxCount));
+      d.worker_steps_per_s = Numbers(x, "worker_steps_per_s", "dp_sync.");
+      d.steps_per_s = NumIn(x, "steps_per_s", "dp_sync.");
+      d.samples_per_s = NumIn(x, "samples_per_s", "dp_sync.");
+      d.staleness_mean = NumIn(x, "staleness_mean", "dp_sync.");
+      d.staleness_max = static_cast<int>(IntIn(x, "staleness_max", "dp_sync.", 0, kMaxCount));
+      r.dp_sync = d;
     }
     if (Has(j, "measured_steps_ms")) {
       Measured m;

@@ -100,6 +100,28 @@ struct Measured {  // run: keys measured_steps_ms, losses, backend, reference_ma
   double reference_max_relative_error = 0;
 };
 
+// `cluster.dp_reduction: parameter-server` (models/param_server.h): one row per server rank
+// (world ranks after the workers), the bytes it moves in one step.
+struct ParameterServerReport {
+  int server = 0;
+  int rank = 0;  // world rank: pp × dp × tp × cp + server
+  std::int64_t bytes_sent = 0;
+  std::int64_t bytes_received = 0;
+};
+
+// training.dp_sync (models/dp_sync.h): how the data-parallel workers (replicas of the
+// pipeline) progressed over the measured steps, each at its own pace under async and stale.
+struct DpSyncReport {
+  std::string mode;         // sync | async | stale
+  int staleness_bound = 0;  // stale: s; sync: 0; async: -1 (none)
+  int steps = 0;            // measured steps per worker
+  std::vector<double> worker_steps_per_s;
+  double steps_per_s = 0;     // mean over the workers
+  double samples_per_s = 0;   // all workers: sum of steps_per_s x sequences per worker step
+  double staleness_mean = 0;  // updates missing from the parameters a gradient was computed on
+  int staleness_max = 0;
+};
+
 struct Report {
   std::string source;  // "simulate" or "run"
   std::string schedule;
@@ -118,6 +140,8 @@ struct Report {
   std::optional<JobSummary> job;
   std::optional<ProfileUse> profile;
   std::optional<Measured> measured;
+  std::vector<ParameterServerReport> parameter_servers;  // key written only when not empty
+  std::optional<DpSyncReport> dp_sync;
 };
 
 std::string ReportToJson(const Report& r);

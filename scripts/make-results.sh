@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates results/schedules/, results/models/, results/plan/ and results/published.md from the example jobs (predictions only;
-# results/validation/ comes from the validation loop), and results/memory/ (predicted against measured). Run after scripts/demo.sh has built.
+# results/validation/ comes from the validation loop), results/memory/ (predicted against measured) and results/dp-sync/ (measured, under mpirun). Run after scripts/demo.sh has built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PIPETWIN_BIN:-build/release/apps/pipetwin}
 [ -x "$bin" ] || { cmake --preset release >/dev/null && cmake --build --preset release --target pipetwin; }
-mkdir -p results/schedules results/models
+mkdir -p results/schedules results/models results/dp-sync
 for s in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv dualpipev; do
   "$bin" simulate "examples/schedules/$s.yaml" --ascii \
     --report "results/schedules/$s.report.json" --trace "results/schedules/$s.trace.json" \
@@ -35,4 +35,8 @@ done
 # recompute.png want an otherwise idle machine).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 /usr/bin/python3 scripts/memory_plots.py "$bin" results/memory
-ls -la results/schedules results/models results/plan results/memory
+# The data-parallel synchronisation experiment (issue 15): measured under mpirun on the sleep
+# and CPU backends (needs MPI; minutes; the machine's load shows in the measured numbers).
+PIPETWIN_MPIRUN=${PIPETWIN_MPIRUN:-mpirun --oversubscribe} \
+  python3 scripts/dp_sync_experiment.py "$bin" results/dp-sync > results/dp-sync/log.txt
+ls -la results/schedules results/models results/plan results/memory results/dp-sync

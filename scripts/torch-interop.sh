@@ -14,6 +14,7 @@
 #    _PipelineScheduleRuntime (gloo, CPU, torchrun; scripts/torch_run_csv.py), and so does
 #    torch's own schedule class; each rank's gradients are compared with a single-process
 #    reference (relative error, limit 1e-6).
+# 4. The same with `--format compute_only --idle-cells` on torch's PipelineScheduleMulti.
 # Needs a built pipetwin ($PIPETWIN_BIN, default build/default/apps/pipetwin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,7 +110,7 @@ run() {  # run PP CHUNKS PLACEMENT ARGS... -> "max_rel_err=... ok=..." or the fa
   local pp=$1 chunks=$2 placement=$3; shift 3
   port=$((port + 1))
   local o
-  if o=$("$venv/bin/torchrun" --nnodes 1 --nproc-per-node "$pp" --master-addr 127.0.0.1 \
+  if o=$(timeout 900 "$venv/bin/torchrun" --nnodes 1 --nproc-per-node "$pp" --master-addr 127.0.0.1 \
       --master-port "$port" scripts/torch_run_csv.py --pp "$pp" --chunks "$chunks" \
       --placement "$placement" "$@" 2>"$tmp/run.err"); then
     echo "$o" | grep -m1 max_rel_err || echo "no result line"
@@ -129,6 +130,42 @@ for s in $schedules; do
     fi
     theirs=$(run "$pp" "$chunks" "$placement" --microbatches "$m" --torch "$s")
     echo "| $s | $pp | $mine | $theirs |" >> "$tmp/report.md"
+  done
+done
+# 4. torch's PipelineScheduleMulti: compute_only rows with step-aligned idle cells
+#    (`--idle-cells`), sends and receives matched by step; torch's own dump as a control.
+{
+  echo
+  echo "## Runs on torch's PipelineScheduleMulti (m 8)"
+  echo
+  echo "\`pipetwin schedule --format compute_only --idle-cells\` loaded by"
+  echo "\`PipelineScheduleMulti._load_csv\` (sends and receives matched by step), and, as a control,"
+  echo "torch's own compute-only dump of the same schedule (with its idle cells) through the same"
+  echo "runner. Identical cells: whether the two files are equal, idle cells included."
+  echo
+  echo "| schedule | pp | identical cells | pipetwin's CSV | torch's own dump |"
+  echo "| --- | --- | --- | --- | --- |"
+} >> "$tmp/report.md"
+for s in $schedules; do
+  for pp in 2 4; do
+    m=8
+    chunks=$(vpp_of "$s")
+    placement=$(placement_of "$s")
+    t="$tmp/torch/$s-p$pp-m$m.compute_only.csv"
+    if "$bin" schedule "$(job "$s" "$pp" "$m")" --format compute_only --idle-cells \
+        --csv "$tmp/$s-$pp-idle.csv" 2>/dev/null; then
+      mine=$(run "$pp" "$chunks" "$placement" --microbatches "$m" --csv "$tmp/$s-$pp-idle.csv" --multi)
+    else
+      mine="pipetwin refuses"
+    fi
+    if [ -f "$t" ]; then
+      same=$(cmp -s <(tr -d '\r' < "$t") "$tmp/$s-$pp-idle.csv" && echo yes || echo no)
+      theirs=$(run "$pp" "$chunks" "$placement" --microbatches "$m" --csv "$t" --multi)
+    else
+      same="-"
+      theirs="no dump"
+    fi
+    echo "| $s | $pp | $same | $mine | $theirs |" >> "$tmp/report.md"
   done
 done
 mkdir -p "$(dirname "$out")"

@@ -6,6 +6,9 @@ small blocks (Linear + tanh, fixed seed); stage s is block s, placed as the sche
 ("loop": stage s on rank s mod pp; "v": rank r holds stages r and 2pp − 1 − r). One step runs
 either
   --csv FILE --format compute_comms|compute_only   torch's _PipelineScheduleRuntime._load_csv
+  --csv FILE --multi                               torch's PipelineScheduleMulti._load_csv
+                                                   (compute_only, step-aligned idle cells:
+                                                   sends and receives matched by step)
   --torch NAME                                     torch's own schedule class
 and every rank compares its stages' gradients with a single-process reference (the whole
 model on the whole batch, the loss a mean over microbatches as torch's scale_grads makes it).
@@ -54,6 +57,7 @@ def main():
     p.add_argument("--microbatches", type=int, required=True)
     p.add_argument("--csv")
     p.add_argument("--format", default="compute_comms")
+    p.add_argument("--multi", action="store_true")
     p.add_argument("--torch", dest="torch_name")
     a = p.parse_args()
 
@@ -91,6 +95,9 @@ def main():
         }[a.torch_name]
         single = a.torch_name in ("gpipe", "1f1b")
         sched = cls(stages[0] if single else stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
+    elif a.multi:
+        sched = S.PipelineScheduleMulti(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
+        sched._load_csv(a.csv, format="compute_only")
     else:
         sched = S._PipelineScheduleRuntime(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
         sched._load_csv(a.csv, format=a.format)
@@ -102,6 +109,7 @@ def main():
         kwargs_args = ()
     if num_stages - 1 in mine:
         kwargs["target"] = y
+    dist.barrier()  # gloo connects its pairs lazily; the first p2p may otherwise find none
     sched.step(*kwargs_args, **kwargs)
 
     err = 0.0

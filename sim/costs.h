@@ -24,6 +24,16 @@ struct StageTimes {
   SimTime optimizer;
   std::int64_t send_bytes = 0;       // bytes of one activation (or gradient) transfer
   std::int64_t dp_reduce_bytes = 0;  // bytes one rank sends in its gradient reduction
+  // UNSHARD/RESHARD (FSDP over whole stages, models::StageCost::Unshard): the all-gather at
+  // UNSHARD on the collective stream, and, while the stage is unsharded, the compute times and
+  // the gradient reduction at REDUCE_GRAD that replace the ones above. Without FSDP
+  // (`unshard_applies` false) UNSHARD and RESHARD cost nothing and change nothing.
+  bool unshard_applies = false;
+  SimTime unshard;
+  std::int64_t unshard_bytes = 0;
+  SimTime unsharded_forward, unsharded_backward_input, unsharded_backward_weight;
+  SimTime unsharded_dp_reduce;
+  std::int64_t unsharded_dp_reduce_bytes = 0;
 };
 
 struct CostTable {

@@ -42,8 +42,14 @@ class Engine {
         arrival_(static_cast<std::size_t>(s.num_stages) *
                      static_cast<std::size_t>(s.num_microbatches) * 2,
                  kUnknown),
-        waiter_(arrival_.size(), -1) {
+        waiter_(arrival_.size(), -1),
+        stage_(static_cast<std::size_t>(s.num_stages)) {
     stats_.ranks.resize(ranks_.size());
+    for (const auto& prog : s.programs) {
+      for (const Action& a : prog) {
+        if (a.kind == ActionKind::kUnshard) stage_[static_cast<std::size_t>(a.stage)].fsdp = true;
+      }
+    }
   }
 
   SimStats Run() {
@@ -97,15 +103,16 @@ class Engine {
 
   SimTime ComputeCost(const Action& a) const {
     const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+    const bool u = t.unshard_applies && stage_[static_cast<std::size_t>(a.stage)].unsharded;
     switch (a.kind) {
       case ActionKind::kForward:
-        return t.forward;
+        return u ? t.unsharded_forward : t.forward;
       case ActionKind::kBackward:
-        return t.backward;
+        return u ? t.unsharded_backward_input + t.unsharded_backward_weight : t.backward;
       case ActionKind::kBackwardInput:
-        return t.backward_input;
+        return u ? t.unsharded_backward_input : t.backward_input;
       case ActionKind::kBackwardWeight:
-        return t.backward_weight;
+        return u ? t.unsharded_backward_weight : t.backward_weight;
       case ActionKind::kOptimizer:
         return t.optimizer;
       case ActionKind::kSendF:
@@ -193,7 +200,11 @@ class Engine {
         case ActionKind::kBackwardWeight: {
           if (!AwaitInput(r, a, now)) return;  // woken by the send or the arrival
           st.input_done = false;
-          const SimTime start = st.cursor;
+          // An unsharded stage computes once its parameters have been gathered.
+          const SimTime start =
+              a.kind == ActionKind::kOptimizer
+                  ? st.cursor
+                  : Max(st.cursor, stage_[static_cast<std::size_t>(a.stage)].gathered);
           const SimTime end = start + ComputeCost(a);
           Record(r, a, Stream::kCompute, start, end, -1, 0);
           st.cursor = end;
@@ -251,18 +262,38 @@ class Engine {
             return;
           }
           break;
-        case ActionKind::kUnshard:
+        case ActionKind::kUnshard: {
+          // The stage's parameter all-gather, on the collective stream; its computes wait for
+          // it (without FSDP it costs nothing).
+          const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+          StageState& ss = stage_[static_cast<std::size_t>(a.stage)];
+          ss.unsharded = true;
+          if (t.unshard_applies) {
+            const SimTime start = Max(st.cursor, st.coll_free);
+            const SimTime end = start + t.unshard;
+            st.coll_free = end;
+            ss.gathered = end;
+            Record(r, a, Stream::kCollective, start, end, -1, t.unshard_bytes);
+            rs.bytes_sent_dp += t.unshard_bytes;
+          }
+          ++st.pc;
+          break;
+        }
         case ActionKind::kReshard:
-          // FSDP parameter all-gather and free: no cost in the table yet (not modelled).
+          stage_[static_cast<std::size_t>(a.stage)].unsharded = false;
           ++st.pc;
           break;
         case ActionKind::kReduceGrad: {
           const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+          // A stage the program unshards reduces its gradients here, once (FSDP); otherwise
+          // ZeRO-3 reduce-scattered them in every W and dp_reduce is what is left.
+          const bool fsdp = t.unshard_applies && stage_[static_cast<std::size_t>(a.stage)].fsdp;
           const SimTime start = Max(st.cursor, st.coll_free);
-          const SimTime end = start + t.dp_reduce;
+          const SimTime end = start + (fsdp ? t.unsharded_dp_reduce : t.dp_reduce);
+          const std::int64_t bytes = fsdp ? t.unsharded_dp_reduce_bytes : t.dp_reduce_bytes;
           st.coll_free = end;
-          Record(r, a, Stream::kCollective, start, end, -1, t.dp_reduce_bytes);
-          rs.bytes_sent_dp += t.dp_reduce_bytes;
+          Record(r, a, Stream::kCollective, start, end, -1, bytes);
+          rs.bytes_sent_dp += bytes;
           ++st.pc;
           break;
         }
@@ -277,6 +308,14 @@ class Engine {
   std::vector<RankState> ranks_;
   std::vector<std::int64_t> arrival_;
   std::vector<int> waiter_;
+  // Per stage, for UNSHARD/RESHARD: whether its program unshards it at all, whether its
+  // parameters are gathered now, and when the last gather ends.
+  struct StageState {
+    bool fsdp = false;
+    bool unsharded = false;
+    SimTime gathered;
+  };
+  std::vector<StageState> stage_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   std::uint64_t seq_ = 0;
   SimTime barrier_time_;

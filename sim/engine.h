@@ -6,9 +6,12 @@
 // order they were sent). Communication overlaps computation: a SEND is posted and the rank
 // goes on; a RECV posts too (torch's meaning), and the compute that consumes its data waits
 // until it has arrived (the wait is recorded as the RECV's event). WAIT_SEND_* waits until its
-// send's transfer is done, WAIT_REDUCE_GRAD until the rank's reductions are; UNSHARD and
-// RESHARD cost nothing (FSDP is not modelled). With optimizer_sync, every rank's first OPT
-// waits for a barrier across all ranks (DESIGN.md, "Iteration time").
+// send's transfer is done, WAIT_REDUCE_GRAD until the rank's reductions are. UNSHARD gathers a
+// stage's parameters on the collective stream (FSDP over whole stages: ZeRO-3 with dp > 1, else it
+// costs nothing) and the stage's computes wait for it and, until RESHARD, gather nothing
+// themselves; such a stage reduces its gradients once, at REDUCE_GRAD (sim/costs.h). With
+// optimizer_sync, every rank's first OPT waits for a barrier across all ranks (DESIGN.md,
+// "Iteration time").
 //
 // Events are kept in a queue ordered by (time, insertion sequence), so the order is
 // deterministic; time is an integer. The engine asserts that time never runs backwards and

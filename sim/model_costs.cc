@@ -23,6 +23,16 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     st.dp_reduce_bytes = static_cast<std::int64_t>(c.dp_reduce_bytes);
     st.optimizer =
         SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms - c.param_allgather_hidden_ms);
+    if (c.unshard.applies) {
+      st.unshard_applies = true;
+      st.unshard = SimTime::FromMillis(c.unshard.gather_ms);
+      st.unshard_bytes = c.unshard.gather_bytes;
+      st.unsharded_forward = SimTime::FromMillis(c.unshard.forward_ms);
+      st.unsharded_backward_input = SimTime::FromMillis(c.unshard.backward_input_ms);
+      st.unsharded_backward_weight = SimTime::FromMillis(c.unshard.backward_weight_ms);
+      st.unsharded_dp_reduce = SimTime::FromMillis(c.unshard.reduce_ms + c.embedding_sync_ms);
+      st.unsharded_dp_reduce_bytes = c.unshard.reduce_bytes;
+    }
     t.stages.push_back(st);
   }
   t.sync = SimTime::FromMillis(jc.sync_ms);

@@ -293,7 +293,7 @@ std::optional<ShapeKey> Classify(const JobConfig& base, PlanRow& row) {
   const long long per_mb = static_cast<long long>(row.micro_batch) * p.dp;
   if (base.training.global_batch % per_mb != 0) return invalid("batch");
   row.microbatches = static_cast<int>(base.training.global_batch / per_mb);
-  return ShapeKey{row.schedule, p.pp, p.vpp, row.microbatches, p.dp > 1};
+  return ShapeKey{row.schedule, p.pp, p.vpp, row.microbatches, p.dp * p.cp > 1};
 }
 
 // Memory and the bound of one valid layout (no timing).

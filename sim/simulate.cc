@@ -4,6 +4,7 @@
 
 #include "models/placement.h"
 #include "schedule/stats.h"
+#include "sim/dp_sync.h"
 #include "sim/model_costs.h"
 #include "sim/profile.h"
 
@@ -51,6 +52,8 @@ std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step) 
 }
 
 SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const SimulateOptions& opts) {
+  // With parameter servers: every worker's pace under training.dp_sync (sim/dp_sync.h).
+  std::optional<DpSyncReport> dp_sync = PredictDpSync(job, costs);
   if (const models::Stragglers& st = job.config.stragglers; st.any()) {
     // The measured steps' factors (run reports the upper median of its measured steps): one
     // play per step, the median one kept. Fixed slowdowns only: every step is the same.
@@ -73,7 +76,9 @@ SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const Simul
   res.stats = RunEngine(job.schedule, res.costs, {.optimizer_sync = job.config.optimizer_sync},
                         opts.record_timeline ? &recorder : nullptr);
   res.timeline = recorder.Take();
-  res.report = BuildReport(job, StepRecordOf(res.stats), {.per_world_rank = opts.per_world_rank});
+  StepRecord rec = StepRecordOf(res.stats);
+  rec.dp_sync = std::move(dp_sync);
+  res.report = BuildReport(job, rec, {.per_world_rank = opts.per_world_rank});
   return res;
 }
 

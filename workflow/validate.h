@@ -44,7 +44,8 @@ struct ValidateOptions {
 struct Entry {
   std::string label;  // "<job stem>-<schedule>" ("<job stem>" with --schedules job)
   std::string job, schedule;
-  int pp = 1, dp = 1, tp = 1, microbatches = 0;
+  int pp = 1, dp = 1, tp = 1, cp = 1, microbatches = 0;
+  int ranks = 1;  // pp × dp × tp × cp: the processes of the measured run
   double predicted_ms = 0, measured_ms = 0, error = 0, min_ms = 0, max_ms = 0;
   double replay_ms = 0, replay_error = 0;  // with the run's own action medians
   int steps = 0;
@@ -98,9 +99,11 @@ void RecordComparison(Entry& e, const Comparison& c);
 
 // The summary tables.
 std::string SummaryCsv(const std::vector<Entry>& entries, double tolerance);
+// cores > 0: rows with more ranks than cores (oversubscribed: the ranks time-share the cores)
+// are marked as not a timing check, and their error is not held against the tolerance.
 std::string SummaryMd(const std::vector<Entry>& entries, double tolerance,
                       const std::string& command, const std::string& conditions, bool separate,
-                      const std::string& backend = "cpu");
+                      const std::string& backend = "cpu", int cores = 0);
 
 struct ValidateResult {
   std::vector<Entry> entries;

@@ -70,8 +70,10 @@ struct Loop {
   Status WriteSummary() const {
     const double tol = o.tolerance;
     if (Status s = WriteFileAtomic(o.out + "/summary.csv", SummaryCsv(entries, tol)); !s) return s;
-    return WriteFileAtomic(o.out + "/summary.md", SummaryMd(entries, tol, o.command, Conditions(),
-                                                            o.separate_calibration, o.backend));
+    return WriteFileAtomic(
+        o.out + "/summary.md",
+        SummaryMd(entries, tol, o.command, Conditions(), o.separate_calibration, o.backend,
+                  static_cast<int>(std::thread::hardware_concurrency())));
   }
 };
 
@@ -219,8 +221,9 @@ Expected<ValidateResult> Validate(const ValidateOptions& o, const Progress& prog
   // Phase 5: the summary and the plots.
   if (Status s = L.WriteSummary(); !s) return s.error();
   ValidateResult r;
-  r.summary_md = SummaryMd(L.entries, o.tolerance, o.command, L.Conditions(),
-                           o.separate_calibration, o.backend);
+  r.summary_md =
+      SummaryMd(L.entries, o.tolerance, o.command, L.Conditions(), o.separate_calibration,
+                o.backend, static_cast<int>(std::thread::hardware_concurrency()));
   r.entries = std::move(L.entries);
   r.failures = L.failures;
   r.seconds = L.Elapsed();

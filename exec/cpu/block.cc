@@ -1,6 +1,7 @@
 #include "exec/cpu/block.h"
 
 #include <cassert>
+#include <stdexcept>
 
 #include "exec/cpu/model.h"
 
@@ -29,9 +30,14 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
 }
 
 TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
-                                   const TpContext& tp, int layer, Recompute recompute)
+                                   const TpContext& tp, int layer, Recompute recompute,
+                                   const CpContext& cp)
     : tp_(tp), dropout_(model.dropout), layer_(layer), recompute_(recompute) {
-  const LocalDims d = MakeLocalDims(model, tp.cfg);
+  if (recompute == Recompute::kSelective && cp.cfg.size > 1) {
+    throw std::invalid_argument(
+        "selective recompute with context parallelism (cp > 1) is not implemented");
+  }
+  const LocalDims d = MakeLocalDims(model, tp.cfg, cp.cfg);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
   qkv_ = Linear(p.qkv_w, p.qkv_b);
@@ -44,7 +50,12 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   row_parallel.bias_rows = d.rows;
   proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
   fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
-  attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+  ring_attention_ = cp.cfg.size > 1;
+  if (ring_attention_) {
+    ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp);
+  } else {
+    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+  }
   row_begin_ = d.row_begin;
 }
 
@@ -84,8 +95,10 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
   if (keep_core) {
-    a = attn_.Forward(std::move(a), &s->attn);
-  } else {
+    a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring)
+                        : attn_.Forward(std::move(a), &s->attn);
+  } else {  // kSelective: never with ring attention (the constructor refuses it)
+    assert(!ring_attention_);
     CausalSelfAttention::Saved core;
     {
       const DiscardSaved scope;
@@ -136,7 +149,7 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
     // The attention core's forward again from its kept input (s->attn becomes qkv + probs).
     (void)attn_.Forward(std::move(s->attn_qkv), &s->attn);
   }
-  a = attn_.BackwardInput(a, &s->attn);
+  a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);
   Tensor dx = ln1_.BackwardInput(a, &s->ln1);

@@ -34,7 +34,13 @@
 // memory a microbatch holds between its I and W is the same in all three modes; only what it
 // holds between F and I, and the working set inside I, differ (models/cpu_inventory.h).
 //
-//   TransformerBlock block(params, model, tp, layer, Recompute::kFull);
+// Under context parallelism (cp > 1) the attention core is ring attention over the CP group
+// (ring_attention.h) on this rank's two chunks of the sequence; everything else is per token.
+// kFull re-runs it (and its ring exchanges) unchanged. kSelective with cp > 1 is not
+// implemented (ring attention keeps its output and log-sum-exp, no probabilities to drop):
+// the constructor throws std::invalid_argument, and `run` refuses it earlier.
+//
+//   TransformerBlock block(params, model, tp, layer, Recompute::kFull, cp);  // cp: {} = no CP
 //   TransformerBlock::Saved s;
 //   Tensor y = block.Forward(std::move(x), &s);   // takes x over (kFull keeps it)
 //   Tensor dx = block.BackwardInput(dy, &s);      // recomputes first
@@ -46,6 +52,7 @@
 #include "exec/cpu/collectives.h"
 #include "exec/cpu/layers.h"
 #include "exec/cpu/model.h"
+#include "exec/cpu/ring_attention.h"
 
 namespace pipetwin::cpu {
 
@@ -77,6 +84,7 @@ class TransformerBlock {
     LayerNorm::Saved ln1;
     Linear::Saved qkv;
     CausalSelfAttention::Saved attn;
+    RingAttention::Saved ring;  // cp > 1 instead of attn
     Linear::Saved proj;
     LayerNorm::Saved ln2;
     Linear::Saved fc1;
@@ -89,7 +97,7 @@ class TransformerBlock {
 
   // layer: the global layer index (keys the dropout masks).
   TransformerBlock(const BlockParams& p, const ModelConfig& model, const TpContext& tp,
-                   int layer = 0, Recompute recompute = Recompute::kNone);
+                   int layer = 0, Recompute recompute = Recompute::kNone, const CpContext& cp = {});
 
   // dropout_key: per (step, microbatch); ignored when model.dropout == 0.
   Tensor Forward(Tensor x, Saved* s,
@@ -107,6 +115,8 @@ class TransformerBlock {
   LayerNorm ln1_, ln2_;
   Linear qkv_, proj_, fc1_, fc2_;
   CausalSelfAttention attn_;
+  RingAttention ring_;
+  bool ring_attention_ = false;  // cp > 1
   Gelu gelu_;
   Dropout dropout_;
   int layer_ = 0;

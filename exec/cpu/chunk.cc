@@ -27,13 +27,17 @@ void CheckSize(std::size_t got, std::size_t want, const char* what) {
 }  // namespace
 
 Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp, Accountant& acc,
-             Collectives* comm)
-    : model_(model), spec_(spec), tp_{tp, comm}, acc_(&acc) {
-  if (auto err = Validate(model, spec, tp)) throw std::invalid_argument(*err);
+             Collectives* comm, const CpContext& cp)
+    : model_(model), spec_(spec), tp_{tp, comm}, cp_(cp), acc_(&acc) {
+  if (auto err = Validate(model, spec, tp, cp.cfg)) throw std::invalid_argument(*err);
   if (tp.size > 1 && (comm == nullptr || comm->size() != tp.size || comm->rank() != tp.rank)) {
     throw std::invalid_argument("chunk: tp > 1 needs a Collectives of the TP group");
   }
-  dims_ = MakeLocalDims(model, tp);
+  if (cp.cfg.size > 1 &&
+      (cp.comm == nullptr || cp.comm->size() != cp.cfg.size || cp.comm->rank() != cp.cfg.rank)) {
+    throw std::invalid_argument("chunk: cp > 1 needs a RingComm of the CP group");
+  }
+  dims_ = MakeLocalDims(model, tp, cp.cfg);
   layout_ = ChunkParamLayout(model, spec, tp);
 
   const auto total = static_cast<Index>(layout_.total);
@@ -43,7 +47,7 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
 
   if (spec.first) {
     embed_ = Embedding(Ref("embed.tok"), Ref("embed.pos"), dims_.batch, dims_.seq, dims_.row_begin,
-                       dims_.rows);
+                       dims_.rows, cp.cfg);
   }
   blocks_.reserve(static_cast<std::size_t>(spec.num_layers));
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
@@ -60,12 +64,12 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
     bp.fc1_b = Ref(BlockParamName(l, "fc1_b"));
     bp.fc2_w = Ref(BlockParamName(l, "fc2_w"));
     bp.fc2_b = Ref(BlockParamName(l, "fc2_b"));
-    blocks_.emplace_back(bp, model, tp_, l, spec.recompute);
+    blocks_.emplace_back(bp, model, tp_, l, spec.recompute, cp_);
   }
   if (spec.last) {
     final_ln_ = LayerNorm(Ref("head.ln_g"), Ref("head.ln_b"), model.layernorm_eps);
     out_ = Linear(Ref("head.out_w"), ParamRef{});
-    loss_ = SoftmaxCrossEntropy(dims_.batch, dims_.seq, dims_.row_begin, dims_.rows);
+    loss_ = SoftmaxCrossEntropy(dims_.batch, dims_.seq, dims_.row_begin, dims_.rows, cp.cfg);
   }
 }
 

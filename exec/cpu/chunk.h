@@ -20,7 +20,9 @@
 // sequence parallelism each TP rank sends/receives only its own N / tp rows.
 //
 // The loss: a last chunk's Forward returns the microbatch's mean token loss (the whole
-// microbatch's, also under TP/SP), and its backward starts from loss_scale() * that mean. Set
+// microbatch's, also under TP/SP; under CP the share of this CP rank's tokens: the sum of the
+// rank's token losses over the microbatch's token count, so that the CP ranks' values add up
+// to the mean), and its backward starts from loss_scale() * that mean. Set
 // loss_scale to 1 / (microbatches × dp) so that summed (DP all-reduced) gradients are those of
 // the step's mean loss.
 //
@@ -64,10 +66,11 @@ class Chunk {
     std::int64_t step = 0;                      // training step: only keys the dropout masks
   };
 
-  // comm is the TP group (may be null when tp.size == 1). Throws std::invalid_argument with
-  // Validate()'s message on a bad configuration.
+  // comm is the TP group (may be null when tp.size == 1); cp the CP group (ring attention;
+  // cp.comm may be null when cp.cfg.size == 1). Throws std::invalid_argument with Validate()'s
+  // message on a bad configuration.
   Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp, Accountant& acc,
-        Collectives* comm = nullptr);
+        Collectives* comm = nullptr, const CpContext& cp = {});
   ~Chunk();
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
@@ -122,6 +125,7 @@ class Chunk {
   ModelConfig model_;
   ChunkSpec spec_;
   TpContext tp_;
+  CpContext cp_;
   LocalDims dims_;
   Accountant* acc_;
   ParamLayout layout_;

@@ -56,6 +56,48 @@ void MpiCollectives::ReduceScatterSum(std::span<const float> in, std::span<float
   bytes_sent_ += RingBytes(models::Collective::kReduceScatter, in.size(), size_);
 }
 
+MpiRing::MpiRing(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
+  PT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  PT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+}
+
+MpiRing::~MpiRing() {
+  for (auto& [h, req] : reqs_) {
+    if (req == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&req);
+    MPI_Request_free(&req);
+  }
+}
+
+int MpiRing::Add(MPI_Request req) {
+  reqs_.emplace(next_handle_, req);
+  return next_handle_++;
+}
+
+int MpiRing::SendNext(std::span<const float> data, int tag) {
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, (rank_ + 1) % size_,
+                         tag, comm_, &req));
+  bytes_sent_ += static_cast<std::int64_t>(data.size() * sizeof(float));
+  return Add(req);
+}
+
+int MpiRing::RecvPrev(std::span<float> data, int tag) {
+  MPI_Request req;
+  PT_MPI_CHECK(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT,
+                         (rank_ + size_ - 1) % size_, tag, comm_, &req));
+  return Add(req);
+}
+
+void MpiRing::Wait(int handle) {
+  auto it = reqs_.find(handle);
+  if (it == reqs_.end()) throw std::logic_error("ring attention: wait on an unknown transfer");
+  WaitRequest(&it->second, timeout_s_, [] {
+    return std::string("ring attention transfer in the CP group (a peer stopped)");
+  });
+  reqs_.erase(it);
+}
+
 CpuBackend::CpuBackend(const BackendConfig& cfg)
     : cfg_(cfg),
       data_({.vocab = cfg.model.vocab,
@@ -64,9 +106,11 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
              .seed = cfg.data_seed,
              .noise = 0.0f}),
       p2p_(cfg.pp_comm, cfg.microbatches),
-      dp_reduce_(cfg.dp_comm, cfg.dp, cfg.timeout_s) {
+      dp_reduce_(cfg.grad_comm, cfg.grad_size, cfg.timeout_s) {
   cpu::SetGemmThreads(cfg_.threads);  // execution.threads (default 1: ranks share the cores)
   if (cfg_.tp.size > 1) tp_coll_ = std::make_unique<MpiCollectives>(cfg_.tp_comm, cfg_.timeout_s);
+  if (cfg_.cp.size > 1) cp_ring_ = std::make_unique<MpiRing>(cfg_.cp_comm, cfg_.timeout_s);
+  const cpu::CpContext cp{cfg_.cp, cp_ring_.get(), cfg_.test_cp_unmasked};
   const int stages = static_cast<int>(cfg_.layers_per_stage.size());
   int first_layer = 0;
   for (int s = 0; s < stages; ++s) {
@@ -77,14 +121,16 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
                           .first = s == 0,
                           .last = s == stages - 1,
                           .recompute = cfg_.recompute};
-      auto chunk = std::make_unique<cpu::Chunk>(cfg_.model, spec, cfg_.tp, acc_, tp_coll_.get());
+      auto chunk =
+          std::make_unique<cpu::Chunk>(cfg_.model, spec, cfg_.tp, acc_, tp_coll_.get(), cp);
       chunk->set_loss_scale(1.0f / static_cast<float>(cfg_.microbatches * cfg_.dp));
       // Under ZeRO-1 each rank keeps the optimizer state of its shard only.
-      const std::size_t np =
-          cfg_.zero1 ? (chunk->params().size() + static_cast<std::size_t>(cfg_.dp) - 1) /
-                           static_cast<std::size_t>(cfg_.dp)
-                     : chunk->params().size();
-      if (cfg_.adam) {
+      const std::size_t np = cfg_.zero1
+                                 ? HostGradReduce::Shard(chunk->params().size(), cfg_.grad_size)
+                                 : chunk->params().size();
+      if (cfg_.ps != nullptr) {
+        // The servers hold the optimizer state of every shard.
+      } else if (cfg_.adam) {
         optimizers_[s] =
             std::make_unique<cpu::Adam>(np, cpu::AdamConfig{.lr = cfg_.learning_rate}, acc_);
       } else {
@@ -97,6 +143,12 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
   }
   tokens_.resize(data_.tokens_per_microbatch());
   labels_.resize(data_.tokens_per_microbatch());
+  if (cfg_.ps != nullptr) {
+    ps_ = cfg_.ps;
+    if (cfg_.dp_rank == 0) {
+      for (auto& [s, c] : chunks_) ps_->SendInitial(s, std::as_const(*c).params());
+    }
+  }
 }
 
 // Requests still posted when a step fails: p2p_ cancels the receives, MPI_Finalize or abort
@@ -193,6 +245,7 @@ void CpuBackend::Compute(const Action& a) {
         c.SyncSequenceParallelGrads();
         sp_synced_[s] = true;
       }
+      if (ps_) break;  // the servers stepped it; REDUCE_GRAD pulled the parameters
       if (!cfg_.zero1) {
         optimizers_.at(s)->Step(c.params(), c.grads());
         break;
@@ -201,10 +254,11 @@ void CpuBackend::Compute(const Action& a) {
         // Step this rank's shard, then all-gather the parameters (in a padded buffer).
         const std::size_t n = c.params().size();
         const std::size_t shard = Shard(s);
-        const std::size_t begin = shard * static_cast<std::size_t>(cfg_.dp_rank);
+        const std::size_t begin = shard * static_cast<std::size_t>(cfg_.grad_rank);
         cpu::Tensor& g = zero_grads_.at(s);
-        cpu::Tensor gathered(acc_, cpu::MemCategory::kComm, 1,
-                             static_cast<cpu::Index>(shard * static_cast<std::size_t>(cfg_.dp)));
+        cpu::Tensor gathered(
+            acc_, cpu::MemCategory::kComm, 1,
+            static_cast<cpu::Index>(shard * static_cast<std::size_t>(cfg_.grad_size)));
         std::copy(c.params().begin(), c.params().end(), gathered.data());
         optimizers_.at(s)->Step(gathered.span().subspan(begin, shard), g.span().subspan(0, shard));
         reduced_shard_[s].assign(g.data(), g.data() + shard);
@@ -260,6 +314,10 @@ void CpuBackend::StartReduceGrad(int stage) {
     sp_synced_[stage] = true;
   }
   const std::span<float> g = c.grads();
+  if (ps_) {
+    ps_->Push(stage, g, c.params());
+    return;
+  }
   const GradReduction r = Reduction(stage);
   if (!r.reduce_scatter) {
     dp_reduce_.Start(stage, g, r);
@@ -274,14 +332,16 @@ void CpuBackend::StartReduceGrad(int stage) {
 }
 
 GradReduction CpuBackend::Reduction(int stage) const {
-  return HostGradReduce::Describe(chunks_.at(stage)->params().size(), cfg_.zero1, cfg_.dp);
+  return HostGradReduce::Describe(chunks_.at(stage)->params().size(), cfg_.zero1, cfg_.grad_size);
 }
 
 std::size_t CpuBackend::Shard(int stage) const {
-  return HostGradReduce::Shard(chunks_.at(stage)->params().size(), cfg_.dp);
+  return HostGradReduce::Shard(chunks_.at(stage)->params().size(), cfg_.grad_size);
 }
 
-bool CpuBackend::TestReduceGrad(int stage) { return dp_reduce_.Test(stage); }
+bool CpuBackend::TestReduceGrad(int stage) {
+  return ps_ ? ps_->Test(stage) : dp_reduce_.Test(stage);
+}
 
 MemoryBytes CpuBackend::PeakMemory() const {
   MemoryBytes m;
@@ -305,11 +365,11 @@ std::int64_t CpuBackend::BytesSent(CommGroup group) const {
     case CommGroup::kPp:
       return p2p_.bytes_sent();
     case CommGroup::kDp:
-      return dp_reduce_.bytes_sent();
+      return ps_ ? ps_->bytes_sent() : dp_reduce_.bytes_sent();
     case CommGroup::kTp:
       return tp_coll_ ? tp_coll_->bytes_sent() : 0;
     case CommGroup::kCp:
-      return 0;
+      return cp_ring_ ? cp_ring_->bytes_sent() : 0;
   }
   return 0;
 }
@@ -330,11 +390,11 @@ std::vector<float> CpuBackend::StageGrads(int stage) const {
   const std::span<const float> g = std::as_const(*it->second).grads();
   if (!cfg_.zero1) return {g.begin(), g.end()};
   // ZeRO-1: the reduced gradients exist only as shards; gather them (a collective over DP:
-  // every rank of the DP group must ask for the same stages in the same order).
+  // every rank of the DP × CP group must ask for the same stages in the same order).
   const std::vector<float>& mine = reduced_shard_.at(stage);
-  std::vector<float> all(mine.size() * static_cast<std::size_t>(cfg_.dp));
+  std::vector<float> all(mine.size() * static_cast<std::size_t>(cfg_.grad_size));
   PT_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
-                             static_cast<int>(mine.size()), MPI_FLOAT, cfg_.dp_comm));
+                             static_cast<int>(mine.size()), MPI_FLOAT, cfg_.grad_comm));
   all.resize(g.size());
   return all;
 }

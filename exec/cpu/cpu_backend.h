@@ -1,5 +1,6 @@
 // cpu_backend.h — the CPU backend: GPT chunks in float32 (exec/cpu/, Eigen) with MPI for
-// pipeline transfers, tensor-parallel collectives and the data-parallel reduction.
+// pipeline transfers, tensor-parallel collectives, ring attention's transfers (context
+// parallelism) and the gradient reduction (over dp × cp ranks; its bytes count as DP traffic).
 //
 // Buffers between chunks (activations out of F, gradients out of I or B, and what is
 // received) are accounted as communication buffers until they are consumed or handed to a
@@ -23,6 +24,7 @@
 #include "exec/cpu/optimizer.h"
 #include "exec/host_comm.h"
 #include "exec/mpi_util.h"
+#include "exec/param_server.h"
 
 namespace pipetwin::exec {
 
@@ -43,6 +45,30 @@ class MpiCollectives final : public cpu::Collectives {
   double timeout_s_;
   int size_ = 1;
   int rank_ = 0;
+  std::int64_t bytes_sent_ = 0;
+};
+
+// cpu::RingComm over the CP group's MPI communicator: Isend / Irecv, each wait bounded by the
+// timeout; counts the bytes it sends (CommGroup::kCp).
+class MpiRing final : public cpu::RingComm {
+ public:
+  MpiRing(MPI_Comm comm, double timeout_s);
+  ~MpiRing() override;  // cancels what is still posted (a step that failed)
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+  int SendNext(std::span<const float> data, int tag) override;
+  int RecvPrev(std::span<float> data, int tag) override;
+  void Wait(int handle) override;
+  std::int64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  int Add(MPI_Request req);
+  MPI_Comm comm_;
+  double timeout_s_;
+  int size_ = 1;
+  int rank_ = 0;
+  std::map<int, MPI_Request> reqs_;
+  int next_handle_ = 0;
   std::int64_t bytes_sent_ = 0;
 };
 
@@ -85,6 +111,7 @@ class CpuBackend final : public Backend {
   BackendConfig cfg_;
   cpu::Accountant acc_;
   std::unique_ptr<MpiCollectives> tp_coll_;
+  std::unique_ptr<MpiRing> cp_ring_;
   std::map<int, std::unique_ptr<cpu::Chunk>> chunks_;
   std::map<int, std::unique_ptr<cpu::Optimizer>> optimizers_;
   std::map<int, bool> sp_synced_;
@@ -100,6 +127,7 @@ class CpuBackend final : public Backend {
   // After buffers_: destroyed first (it cancels receives into them).
   HostTransfers p2p_;
   HostGradReduce dp_reduce_;
+  PsClient* ps_ = nullptr;  // parameter servers: they reduce and step the optimizer
   std::int64_t step_ = 0;
   double step_loss_ = 0;
   std::vector<std::int32_t> tokens_, labels_;

@@ -21,7 +21,7 @@ models::Recompute ToModels(Recompute r) {
 // One formula, in models/ (the simulator uses it for `cluster.device: cpu`): the executor's
 // tests check it against the Accountant, the simulator's memory report is built from it.
 ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spec,
-                                  const TpConfig& tp) {
+                                  const TpConfig& tp, const CpConfig& cp) {
   const models::CpuChunkMemory m =
       models::PredictCpuChunkMemory({.micro_batch = model.micro_batch,
                                      .seq_len = model.seq_len,
@@ -34,6 +34,7 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .last = spec.last,
                                      .tp = tp.size,
                                      .sp = tp.sequence_parallel,
+                                     .cp = cp.size,
                                      .recompute = ToModels(spec.recompute)});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);

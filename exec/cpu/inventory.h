@@ -26,6 +26,6 @@ struct ChunkInventory {
 };
 
 ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spec,
-                                  const TpConfig& tp);
+                                  const TpConfig& tp, const CpConfig& cp = {});
 
 }  // namespace pipetwin::cpu

@@ -275,7 +275,7 @@ Tensor Embedding::Forward(std::span<const std::int32_t> tokens, Saved* s, Accoun
   IntTensor saved(acc, MemCategory::kActivations, rows_, 1);
   for (Index i = 0; i < rows_; ++i) {
     const Index g = row_begin_ + i;
-    const Index t = g / batch_;
+    const Index t = CpGlobalPosition(cp_, seq_, g / batch_);
     const Index b = g % batch_;
     const std::int32_t tok = tokens[static_cast<std::size_t>(b * seq_ + t)];
     if (tok < 0 || tok >= tok_.rows) {
@@ -296,7 +296,7 @@ void Embedding::BackwardInput(Tensor dy, Saved* s) const {
 
 void Embedding::BackwardWeight(Saved* s) const {
   for (Index i = 0; i < rows_; ++i) {
-    const Index t = (row_begin_ + i) / batch_;
+    const Index t = CpGlobalPosition(cp_, seq_, (row_begin_ + i) / batch_);
     tok_.g().row(s->tokens.data()[i]) += s->dy.mat().row(i);
     pos_.g().row(t) += s->dy.mat().row(i);
   }
@@ -318,7 +318,8 @@ double SoftmaxCrossEntropy::Forward(Tensor logits, std::span<const std::int32_t>
   double loss = 0.0;
   for (Index i = 0; i < rows_; ++i) {
     const Index g = row_begin_ + i;
-    const std::int32_t label = labels[static_cast<std::size_t>((g % batch_) * seq_ + g / batch_)];
+    const Index t = CpGlobalPosition(cp_, seq_, g / batch_);
+    const std::int32_t label = labels[static_cast<std::size_t>((g % batch_) * seq_ + t)];
     if (label < 0 || label >= v) {
       throw std::out_of_range("loss: label " + std::to_string(label) + " outside vocab of " +
                               std::to_string(v));

@@ -133,7 +133,8 @@ class Gelu {
 };
 
 // Token embedding + learned position embedding, for rows [row_begin, row_begin + rows) of the
-// sequence-major microbatch (tokens are [batch, seq], b-major).
+// sequence-major microbatch (tokens are [batch, seq], b-major). Under context parallelism the
+// rows are those of the CP rank's local positions (config.h: CpGlobalPosition).
 class Embedding {
  public:
   struct Saved {
@@ -141,8 +142,15 @@ class Embedding {
     Tensor dy;         // [rows, h], from I
   };
   Embedding() = default;
-  Embedding(ParamRef tok, ParamRef pos, Index batch, Index seq, Index row_begin, Index rows)
-      : tok_(tok), pos_(pos), batch_(batch), seq_(seq), row_begin_(row_begin), rows_(rows) {}
+  Embedding(ParamRef tok, ParamRef pos, Index batch, Index seq, Index row_begin, Index rows,
+            CpConfig cp = {})
+      : tok_(tok),
+        pos_(pos),
+        batch_(batch),
+        seq_(seq),
+        row_begin_(row_begin),
+        rows_(rows),
+        cp_(cp) {}
 
   Tensor Forward(std::span<const std::int32_t> tokens, Saved* s, Accountant& acc) const;
   void BackwardInput(Tensor dy, Saved* s) const;  // nothing to propagate: keeps dy for W
@@ -155,19 +163,21 @@ class Embedding {
   Index seq_ = 0;
   Index row_begin_ = 0;
   Index rows_ = 0;
+  CpConfig cp_;
 };
 
 // Softmax cross-entropy over rows [row_begin, row_begin + rows) of a sequence-major microbatch
-// with labels [batch, seq]. Forward returns the SUM of the rows' losses and saves
-// grad_scale * d(sum)/d(logits) in place of the logits.
+// with labels [batch, seq] (rows of the CP rank's local positions, as for Embedding). Forward
+// returns the SUM of the rows' losses and saves grad_scale * d(sum)/d(logits) in place of the
+// logits.
 class SoftmaxCrossEntropy {
  public:
   struct Saved {
     Tensor dlogits;
   };
   SoftmaxCrossEntropy() = default;
-  SoftmaxCrossEntropy(Index batch, Index seq, Index row_begin, Index rows)
-      : batch_(batch), seq_(seq), row_begin_(row_begin), rows_(rows) {}
+  SoftmaxCrossEntropy(Index batch, Index seq, Index row_begin, Index rows, CpConfig cp = {})
+      : batch_(batch), seq_(seq), row_begin_(row_begin), rows_(rows), cp_(cp) {}
 
   double Forward(Tensor logits, std::span<const std::int32_t> labels, float grad_scale,
                  Saved* s) const;
@@ -178,6 +188,7 @@ class SoftmaxCrossEntropy {
   Index seq_ = 0;
   Index row_begin_ = 0;
   Index rows_ = 0;
+  CpConfig cp_;
 };
 
 // Inverted dropout with a counter-based mask: element (r, c) of a [rows, cols] tensor whose

@@ -14,6 +14,8 @@ using gpt::Accountant;
 using gpt::BlockParamName;
 using gpt::ChunkParamLayout;
 using gpt::ChunkSpec;
+using gpt::CpConfig;
+using gpt::CpGlobalPosition;
 using gpt::HashString;
 using gpt::Index;
 using gpt::InitKind;

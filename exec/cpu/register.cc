@@ -10,6 +10,8 @@
 #include "exec/cpu/chunk.h"
 #include "exec/cpu/cpu_backend.h"
 #include "exec/cpu/model.h"
+#include "exec/cpu/optimizer.h"
+#include "exec/param_server.h"
 
 namespace pipetwin::cpu {
 namespace {
@@ -65,9 +67,33 @@ double ReferenceError(const exec::BackendConfig& cfg, const exec::Backend& backe
   return worst;
 }
 
+// A parameter server's optimizer (exec/param_server.h): the CPU backend's own Adam or SGD,
+// with the same settings as a worker's, over the server's shard.
+class ServerOptimizer final : public exec::ShardOptimizer {
+ public:
+  ServerOptimizer(std::size_t n, const exec::ShardOptimizerSpec& spec) {
+    if (spec.adam) {
+      opt_ = std::make_unique<Adam>(n, AdamConfig{.lr = spec.learning_rate}, acc_);
+    } else {
+      opt_ = std::make_unique<Sgd>(
+          n, SgdConfig{.lr = spec.learning_rate, .momentum = spec.momentum}, acc_);
+    }
+  }
+  void Step(std::span<float> params, std::span<const float> grads) override {
+    opt_->Step(params, grads);
+  }
+
+ private:
+  Accountant acc_;
+  std::unique_ptr<Optimizer> opt_;
+};
+
 }  // namespace
 
 void RegisterCpuBackend() {
+  exec::RegisterShardOptimizer("cpu", [](std::size_t n, const exec::ShardOptimizerSpec& spec) {
+    return std::unique_ptr<exec::ShardOptimizer>(std::make_unique<ServerOptimizer>(n, spec));
+  });
   exec::RegisterBackend(
       "cpu", [](const exec::BackendConfig& cfg) -> Expected<std::unique_ptr<exec::Backend>> {
         return std::unique_ptr<exec::Backend>(std::make_unique<exec::CpuBackend>(cfg));

@@ -2,7 +2,8 @@
 
 namespace pipetwin::gpt {
 
-std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, const TpConfig& tp) {
+std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, const TpConfig& tp,
+                                    const CpConfig& cp) {
   auto positive = [](int v) { return v > 0; };
   if (!positive(m.layers)) return "model.layers must be > 0";
   if (!positive(m.hidden)) return "model.hidden must be > 0";
@@ -26,19 +27,30 @@ std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, co
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) return "parallel.tp: rank out of range";
   if (m.heads % tp.size != 0) return "model.heads must be a multiple of parallel.tp";
   if (m.ffn_hidden % tp.size != 0) return "model.ffn_hidden must be a multiple of parallel.tp";
-  if (tp.sequence_parallel && m.seq_len % tp.size != 0) {
-    return "parallel.sp needs model.seq_len to be a multiple of parallel.tp";
+  if (cp.size < 1 || cp.rank < 0 || cp.rank >= cp.size) return "parallel.cp: rank out of range";
+  if (cp.size > 1 && m.seq_len % (2 * cp.size) != 0) {
+    return "parallel.cp needs model.seq_len to be a multiple of 2 × parallel.cp (two chunks per "
+           "rank, one from each end of the sequence)";
+  }
+  if (cp.size > 1 && m.dropout > 0.0f) {
+    return "model.dropout must be 0 with parallel.cp > 1 (the dropout masks are keyed by rows "
+           "of the unsplit sequence)";
+  }
+  if (tp.sequence_parallel && (m.seq_len / cp.size) % tp.size != 0) {
+    return "parallel.sp needs model.seq_len / parallel.cp to be a multiple of parallel.tp";
   }
   return std::nullopt;
 }
 
-LocalDims MakeLocalDims(const ModelConfig& m, const TpConfig& tp) {
+LocalDims MakeLocalDims(const ModelConfig& m, const TpConfig& tp, const CpConfig& cp) {
   LocalDims d;
   const std::int64_t t = tp.size;
   d.batch = m.micro_batch;
   d.seq = m.seq_len;
   d.tokens = d.batch * d.seq;
-  d.rows = tp.sequence_parallel ? d.tokens / t : d.tokens;
+  d.seq_local = d.seq / cp.size;
+  d.tokens_local = d.batch * d.seq_local;
+  d.rows = tp.sequence_parallel ? d.tokens_local / t : d.tokens_local;
   d.row_begin = tp.sequence_parallel ? tp.rank * d.rows : 0;
   d.hidden = m.hidden;
   d.hidden_local = m.hidden / t;

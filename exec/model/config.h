@@ -62,17 +62,37 @@ struct TpConfig {
   bool sequence_parallel = false;
 };
 
+// Context parallelism (ring attention), from one rank's point of view. The sequence is cut
+// into 2 × size chunks of seq_len / (2 × size) positions; rank r holds chunks r and
+// 2 × size − 1 − r (one from each end, so that every rank has the same share of the causal
+// attention's work, as Megatron-Core balances it), in that order: its local position t is
+// global position CpGlobalPosition(cp, seq_len, t). Activations of a rank are the rows of its
+// seq_len / size local positions, sequence-major as above (row = t_local * micro_batch + b).
+struct CpConfig {
+  int size = 1;
+  int rank = 0;
+};
+
+// The global sequence position of local position t (0 <= t < seq_len / cp.size).
+inline std::int64_t CpGlobalPosition(const CpConfig& cp, std::int64_t seq_len, std::int64_t t) {
+  if (cp.size == 1) return t;
+  const std::int64_t c = seq_len / (2 * cp.size);
+  return t < c ? cp.rank * c + t : (2 * cp.size - 1 - cp.rank) * c + (t - c);
+}
+
 // Returns a message naming the offending field, or nothing when the combination is valid.
 std::optional<std::string> Validate(const ModelConfig& model, const ChunkSpec& chunk,
-                                    const TpConfig& tp);
+                                    const TpConfig& tp, const CpConfig& cp = {});
 
 // Per-rank sizes derived from the configuration (all in elements).
 struct LocalDims {
   std::int64_t batch = 0;         // micro_batch
-  std::int64_t seq = 0;           // seq_len
-  std::int64_t tokens = 0;        // N = micro_batch * seq_len
-  std::int64_t rows = 0;          // tokens this rank holds outside the TP region (N or N / tp)
-  std::int64_t row_begin = 0;     // first of those rows
+  std::int64_t seq = 0;           // seq_len (the whole sequence)
+  std::int64_t tokens = 0;        // micro_batch * seq_len (the whole microbatch)
+  std::int64_t seq_local = 0;     // positions this CP rank holds: seq_len / cp
+  std::int64_t tokens_local = 0;  // N = micro_batch * seq_local (rows inside the TP region)
+  std::int64_t rows = 0;          // rows this rank holds outside the TP region (N or N / tp)
+  std::int64_t row_begin = 0;     // first of those rows, among the N
   std::int64_t hidden = 0;        // h
   std::int64_t hidden_local = 0;  // h / tp (width of this rank's heads)
   std::int64_t heads_local = 0;   // heads / tp
@@ -80,6 +100,6 @@ struct LocalDims {
   std::int64_t ffn_local = 0;     // ffn_hidden / tp
   std::int64_t vocab = 0;
 };
-LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp);
+LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp, const CpConfig& cp = {});
 
 }  // namespace pipetwin::gpt

@@ -97,9 +97,16 @@ SleepBackend::SleepBackend(const BackendConfig& cfg,
                                                                      .last = s == stages - 1},
                                                       cfg_.tp);
       grads_[s].assign(layout.total, 0.0f);
+      if (cfg_.ps != nullptr) ps_params_[s].assign(layout.total, 0.0f);
       layouts_.emplace(s, std::move(layout));
     }
     first_layer += n;
+  }
+  if (cfg_.ps != nullptr) {
+    ps_ = cfg_.ps;
+    if (cfg_.dp_rank == 0) {
+      for (const auto& [s, p] : ps_params_) ps_->SendInitial(s, p);
+    }
   }
 }
 
@@ -198,6 +205,10 @@ std::optional<GradReduction> SleepBackend::DescribeReduceGrad(int stage) const {
 }
 
 void SleepBackend::StartReduceGrad(int stage) {
+  if (ps_) {
+    ps_->Push(stage, grads_.at(stage), ps_params_.at(stage));
+    return;
+  }
   const GradReduction r = *DescribeReduceGrad(stage);
   std::vector<float>& g = grads_.at(stage);
   // Under ZeRO-1 the reduce-scatter runs on a copy padded to a multiple of dp.
@@ -206,6 +217,7 @@ void SleepBackend::StartReduceGrad(int stage) {
 }
 
 bool SleepBackend::TestReduceGrad(int stage) {
+  if (ps_) return ps_->Test(stage);
   const bool done = dp_reduce_.Test(stage);
   if (done && cfg_.zero1) grads_.at(stage).resize(layouts_.at(stage).total);
   return done;
@@ -216,7 +228,7 @@ std::int64_t SleepBackend::BytesSent(CommGroup group) const {
     case CommGroup::kPp:
       return p2p_.bytes_sent();
     case CommGroup::kDp:
-      return dp_reduce_.bytes_sent();
+      return ps_ ? ps_->bytes_sent() : dp_reduce_.bytes_sent();
     case CommGroup::kTp:
     case CommGroup::kCp:
       return 0;

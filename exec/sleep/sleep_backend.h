@@ -26,6 +26,7 @@
 
 #include "exec/backend.h"
 #include "exec/host_comm.h"
+#include "exec/param_server.h"
 #include "schedule/expected.h"
 
 namespace pipetwin::exec {
@@ -74,6 +75,9 @@ class SleepBackend final : public Backend {
   std::map<Key, std::vector<float>> buffers_;
   HostTransfers p2p_;  // after buffers_: destroyed first (it cancels receives into them)
   HostGradReduce dp_reduce_;
+  // Parameter servers: the pushes and pulls, and the parameters the pulls land in.
+  PsClient* ps_ = nullptr;  // parameter servers: they reduce and step the optimizer
+  std::map<int, std::vector<float>> ps_params_;
   std::int64_t step_ = 0;
   double slowdown_ = 1.0;  // execution.stragglers: this rank's factor in this step
 };

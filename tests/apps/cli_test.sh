@@ -23,7 +23,7 @@ expect 2 "simulate: expected exactly one job file" -- simulate a.yaml b.yaml
 expect 2 "validate: expected one or more job files" -- validate --no-plots
 expect 2 "--tolerance: must be a number in \[0, 1\]" -- compare a.json b.json --out "$dir/c" --tolerance 5%
 expect 2 "--steps: must be a positive integer, got 'x'" -- calibrate --backend cpu a.yaml --out p.yaml --steps x
-expect 2 "--test-fault: must be hang\|kill\|perturb:RANK" -- run a.yaml --backend cpu --test-fault hang
+expect 2 "--test-fault: must be hang\|kill\|perturb\|cp-mask:RANK" -- run a.yaml --backend cpu --test-fault hang
 expect 2 "run: --backend cpu\|cuda\|sleep is required" -- run "$src/examples/schedules/1f1b.yaml"
 expect 2 "schedules: expected no arguments" -- schedules extra
 expect 2 "unknown command" -- frobnicate

@@ -40,10 +40,17 @@ import json, sys
 p, m = (json.load(open(f)) for f in sys.argv[1:3])
 assert p["jitter"]["samples"] == 5, p["jitter"]
 # Timing accuracy is not asserted on a shared CI machine, only that nothing is grossly off
-# (a unit or a factor wrong): both halves of one run saw the same machine.
-ratio = p["iteration_time_ms"] / m["iteration_time_ms"]
-assert 0.5 < ratio < 2.0, ratio
-print(f"interleaved: predicted/measured = {ratio:.3f}")
+# (a unit wrong, or a kind of action missing): each rank's compute-busy time, predicted from
+# the calibration steps against the measured steps of the same run, within a factor of 3.
+# Busy time, not the step: a machine loaded by other work deschedules the ranks between
+# actions, which no profile sees (a CI run once measured steps 2.3x the prediction that way);
+# and a factor 3, because such load also lands inside the measured actions, whose sum is not
+# a median (0.6 was seen at a load average of 7 on 2 cores).
+for a, b in zip(p["ranks"], m["ranks"]):
+    busy = a["compute_busy_ms"] / b["compute_busy_ms"]
+    assert 1 / 3 < busy < 3, (a["rank"], a["compute_busy_ms"], b["compute_busy_ms"])
+print(f"interleaved: predicted/measured step {p['iteration_time_ms'] / m['iteration_time_ms']:.3f}, "
+      f"busy rank 0 {p['ranks'][0]['compute_busy_ms'] / m['ranks'][0]['compute_busy_ms']:.3f}")
 PY
 set +e
 err=$("$mpirun" --oversubscribe -np 2 "$pipetwin" run "$job" --backend cpu --calibrate "$dir/x.yaml" \
@@ -71,9 +78,13 @@ for path, labels in ((sys.argv[1], ["pp2-1f1b", "pp2-zb-h1"]), (sys.argv[2], ["p
     for r in rows:
         assert r["memory_equal"] == "1" and r["bytes_equal"] == "1", r
         assert int(r["measured_steps"]) == 5, r
-        # Not grossly off, interleaved (separate runs can meet other tests' load, ctest -j).
+        # Not grossly off: the prediction (from the calibration steps' median action times)
+        # against the replay (the same schedule played with the measured steps' median action
+        # times), within a factor of 2; both are medians, so load from other work that
+        # deschedules the ranks moves neither much (the measured step itself it can double).
+        # Interleaved only: a separate calibration run can meet other load than the measured.
         if path == sys.argv[1]:
-            assert 0.5 < float(r["predicted_ms"]) / float(r["measured_ms"]) < 2.0, r
+            assert 0.5 < float(r["predicted_ms"]) / float(r["replay_ms"]) < 2.0, r
 PY
 grep -q "run --calibrate" "$dir/val/summary.md"
 # The plots (scripts/plot.py, Debian's python3-matplotlib from scripts/deps.sh).

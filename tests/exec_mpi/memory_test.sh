@@ -2,7 +2,7 @@
 # memory_test.sh PIPETWIN JOB NP MPIEXEC: the simulator's predicted memory per rank (with
 # `cluster.device: cpu`, the CPU executor's own inventory) must equal what the executor
 # measures, byte for byte, in every category and in total; so must the pipeline,
-# data-parallel and tensor-parallel bytes sent.
+# data-parallel, tensor-parallel and context-parallel bytes sent.
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4
 dir=$(mktemp -d)
@@ -24,7 +24,7 @@ for a, b in zip(p["ranks"], m["ranks"]):
     x, y = a["peak_memory_bytes"], b["peak_memory_bytes"]
     print(f"rank {a['rank']} {'peak':13s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
     bad += x != y
-for g in ("pp", "dp", "tp"):
+for g in ("pp", "dp", "tp", "cp"):
     x, y = p["comm"]["by_group"][g], m["comm"]["by_group"][g]
     print(f"bytes {g:10s} predicted {x:10d} measured {y:10d}" + ("" if x == y else "  MISMATCH"))
     bad += x != y

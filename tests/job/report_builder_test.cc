@@ -153,5 +153,35 @@ TEST(ReportBuilder, JsonRoundTripKeepsTheTypedSections) {
   ASSERT_TRUE(back->breakdown && back->memory && back->job && back->measured);
 }
 
+// Parameter servers: the predicted rows (the cost model's stage sizes; the CPU executor's
+// float32), the dp_sync section, and both through JSON and back unchanged.
+TEST(ReportBuilder, ParameterServersAndDpSyncRoundTrip) {
+  const ResolvedJob job =
+      Job("schedule: 1f1b\nmicrobatches: 4\noptimizer_sync: false\nparallel: {pp: 2, dp: 3}\n"
+          "model: {preset: tiny}\ntraining: {precision: fp32, dp_sync: stale, staleness: 2}\n"
+          "cluster: {device: cpu, dp_reduction: parameter-server, parameter_servers: 2}\n");
+  auto sim = Simulate(job, false);
+  ASSERT_TRUE(sim.ok());
+  const Report& r = sim->report;
+  ASSERT_EQ(r.parameter_servers.size(), 2u);
+  // Independent truth: the servers take in what the workers push, and each worker pushes its
+  // parameters (float32) once per step.
+  std::int64_t pushed = 0, received = 0, params = 0;
+  for (const RankReport& k : r.ranks) params += k.memory.params;
+  for (const ParameterServerReport& p : r.parameter_servers) received += p.bytes_received;
+  pushed = r.comm.dp;
+  EXPECT_EQ(pushed, params);
+  EXPECT_EQ(received, pushed);
+  EXPECT_EQ(r.parameter_servers[1].rank, 7);  // after 2 x 3 workers
+  ASSERT_TRUE(r.dp_sync);
+  EXPECT_EQ(r.dp_sync->mode, "stale");
+  EXPECT_EQ(r.dp_sync->staleness_bound, 2);
+  EXPECT_EQ(r.dp_sync->worker_steps_per_s.size(), 3u);
+  const std::string text = ReportToJson(r);
+  auto back = ReportFromJson(text, "r.json");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(ReportToJson(*back), text);
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -52,6 +52,22 @@ TEST(CostsTest, CausalFlashAttentionRunsTheLowerTriangleOfBlocks) {
   EXPECT_DOUBLE_EQ(CausalBlockFraction(2048, false), 1.0);
 }
 
+// Ring attention's share, counted pair by pair as exec/cpu/ring_attention.cc computes them:
+// rank r's query chunks r and 2cp − 1 − r against every key chunk not after them.
+TEST(CostsTest, RingAttentionFractionCountsTheChunkPairs) {
+  for (int cp : {2, 3, 4, 8}) {
+    for (int r = 0; r < cp; ++r) {
+      int pairs = 0;
+      for (int q : {r, 2 * cp - 1 - r}) {
+        for (int k = 0; k < 2 * cp; ++k) pairs += k <= q ? 1 : 0;
+      }
+      // pairs of (s / 2cp)² over the rank's non-causal share s² / cp
+      EXPECT_DOUBLE_EQ(pairs / (4.0 * cp), RingAttentionFraction(cp)) << cp << " " << r;
+    }
+  }
+  EXPECT_DOUBLE_EQ(RingAttentionFraction(2), 5.0 / 8);
+}
+
 TEST(CostsTest, FlopsPerIterationMatchNarayanan) {
   const double B = 256, s = 2048, l = 96, h = 12288, V = 50257;
   Expected<JobCosts> none = Costs(Gpt3Job("none"), 8);
@@ -425,6 +441,31 @@ TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
   EXPECT_EQ(b.dp_reduce_ms, 0);
   EXPECT_NEAR(b.dp_reduce_bytes, z3->microbatches * 7.0 / 8 * 4 * static_cast<double>(b.params),
               1.0);
+}
+
+// UNSHARD/RESHARD (torch's FSDP over whole stages): one all-gather of the stage's 2-byte
+// parameters (7/8 of them sent on 8 ranks) at UNSHARD, held whole; the computes gather
+// nothing (the ZeRO-0 times); one reduce-scatter of the fp32 gradients at REDUCE_GRAD.
+// Without ZeRO-3 there is nothing to unshard.
+TEST(CostsTest, Zero3UnshardGathersTheStageOnce) {
+  Expected<JobCosts> z0 = Costs(DpJob(""), 1);
+  Expected<JobCosts> z3 = Costs(DpJob("", ", zero: 3"), 1);
+  ASSERT_TRUE(z0.ok() && z3.ok());
+  const StageCost& a = z0->stages[0];
+  const StageCost::Unshard& u = z3->stages[0].unshard;
+  EXPECT_FALSE(a.unshard.applies);
+  ASSERT_TRUE(u.applies);
+  const double params = static_cast<double>(a.params);
+  const double bw = z3->cluster.intra.bandwidth_bytes_per_s;
+  EXPECT_NEAR(static_cast<double>(u.gather_bytes), 7.0 / 8 * 2 * params, 1);
+  EXPECT_NEAR(u.gather_ms, 1e3 * 7.0 / 8 * 2 * params / bw, 1e-9);
+  EXPECT_EQ(u.held_bytes, std::llround(2 * params));
+  EXPECT_NEAR(static_cast<double>(u.reduce_bytes), 7.0 / 8 * 4 * params, 1);
+  EXPECT_NEAR(u.reduce_ms, 1e3 * 7.0 / 8 * 4 * params / bw, 1e-9);
+  EXPECT_NEAR(u.forward_ms, a.forward_ms, 1e-12);
+  EXPECT_NEAR(u.backward_input_ms, a.backward_input_ms, 1e-12);
+  EXPECT_NEAR(u.backward_weight_ms, a.backward_weight_ms, 1e-12);
+  EXPECT_LT(u.forward_ms, z3->stages[0].forward_ms);  // the per-layer gathers are gone
 }
 
 // zero3_unit: module (DeepSpeed's stage 3): 4 gathers per layer, a quarter of the layer's

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "models/program_memory.h"
+
 namespace pipetwin::models {
 namespace {
 
@@ -44,4 +46,40 @@ TEST(MemoryTest, OptimizerStepTraffic) {
 }
 
 }  // namespace
+
+// FSDP over whole stages: the gathered parameters count from UNSHARD until RESHARD, as params,
+// and their unsharded gradients from the first backward until REDUCE_GRAD, as grads.
+// State 10 + 20 + 30, 100 bytes of activations per microbatch, 1000 gathered, 400 of gradients:
+//   UNSHARD F0 SEND F1 B0 B1 REDUCE RESHARD OPT  peaks at B0, both microbatches held:
+//     60 + 1000 + 400 + 200 = 1660 (params 1010, grads 420);
+//   UNSHARD F0 RESHARD F1 B0 B1  at max(60 + 1000 + 100, 60 + 200) = 1160 (no gradients held).
+TEST(MemoryTest, UnshardedParametersFromUnshardToReshard) {
+  using pipetwin::Action;
+  using pipetwin::ActionKind;
+  JobCosts jc;
+  StageCost c;
+  c.param_bytes = 10;
+  c.grad_bytes = 20;
+  c.optimizer_bytes = 30;
+  c.activation_bytes_per_microbatch = 100;
+  c.unshard = {.applies = true, .held_bytes = 1000, .held_grad_bytes = 400};
+  jc.stages = {c};
+  using K = ActionKind;
+  const std::vector<Action> whole = {
+      {0, K::kUnshard, -1},    {0, K::kForward, 0},  {0, K::kSendF, 0},
+      {0, K::kForward, 1},     {0, K::kBackward, 0}, {0, K::kBackward, 1},
+      {0, K::kReduceGrad, -1}, {0, K::kReshard, -1}, {0, K::kOptimizer, -1}};
+  RankMemory m = RankMemoryOverProgram(whole, jc);
+  EXPECT_EQ(m.peak, 1660);
+  EXPECT_EQ(m.at_peak.params, 1010);
+  EXPECT_EQ(m.at_peak.grads, 420);
+  EXPECT_EQ(m.at_peak.activations, 200);
+  const std::vector<Action> early = {{0, K::kUnshard, -1}, {0, K::kForward, 0},
+                                     {0, K::kReshard, -1}, {0, K::kForward, 1},
+                                     {0, K::kBackward, 0}, {0, K::kBackward, 1}};
+  EXPECT_EQ(RankMemoryOverProgram(early, jc).peak, 1160);
+  jc.stages[0].unshard.applies = false;  // no FSDP: nothing is gathered
+  EXPECT_EQ(RankMemoryOverProgram(whole, jc).peak, 260);
+}
+
 }  // namespace pipetwin::models

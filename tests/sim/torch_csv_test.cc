@@ -250,5 +250,41 @@ TEST(TorchCsv, IssueNumbers) {
   }
 }
 
+// UNSHARD/RESHARD with FSDP (sim/costs.h): in torch's gpipe dump (pp 2, m 4) each rank unshards
+// its stage first. A 3 ms gather, with F = I = W = 1 ms once unsharded (5 ms for F if the
+// engine wrongly used the sharded time), delays every compute by exactly 3 ms: the gather ends
+// at 3 on both ranks, rank 0 starts at 3 and rank 1 still waits for its first input. The dp
+// bytes are one gather and one reduction per stage. Without FSDP nothing changes.
+TEST(TorchCsv, UnshardGathersOnceAndTheStageWaits) {
+  const std::string base = std::string(PIPETWIN_TEST_DATA_DIR) + "/reference/torch215/gpipe-p2-m4";
+  auto comms = LoadScheduleCsv(base + ".compute_comms.csv");
+  auto only = LoadScheduleCsv(base + ".compute_only.csv");
+  ASSERT_TRUE(comms.ok() && only.ok());
+  const int unshards = static_cast<int>(
+      std::count_if(comms->programs[0].begin(), comms->programs[0].end(),
+                    [](const Action& a) { return a.kind == ActionKind::kUnshard; }));
+  ASSERT_EQ(unshards, 1);
+  const double base_ms = MakespanMs(*comms);
+  EXPECT_DOUBLE_EQ(
+      base_ms, MakespanMs(Lower(ComputeOnly(*only), {.reduce_grad = false, .optimizer = false})));
+  CostTable t = UniformCosts(AbstractCosts{}, comms->num_stages);
+  for (StageTimes& st : t.stages) {
+    st.forward = SimTime::FromMillis(5);  // sharded: must not be used once unsharded
+    st.unshard_applies = true;
+    st.unshard = SimTime::FromMillis(3);
+    st.unshard_bytes = 1000;
+    st.unsharded_forward = st.unsharded_backward_input = st.unsharded_backward_weight =
+        SimTime::FromMillis(1);
+    st.unsharded_dp_reduce_bytes = 700;
+    st.dp_reduce_bytes = 5;  // ZeRO-3's per-W remainder: not used for an unsharded stage
+  }
+  const SimStats st = RunEngine(*comms, t, {.optimizer_sync = false}, nullptr);
+  EXPECT_DOUBLE_EQ(st.makespan.ToMillis(), base_ms + 3);
+  for (const RankStats& r : st.ranks) EXPECT_EQ(r.bytes_sent_dp, 1000 + 700);
+  for (StageTimes& x : t.stages) x.unshard_applies = false;  // no FSDP: the sharded F counts
+  EXPECT_GT(RunEngine(*comms, t, {.optimizer_sync = false}, nullptr).makespan.ToMillis(),
+            base_ms + 3);
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -215,9 +215,21 @@ TEST(Summary, TablesFromGivenComparisons) {
 
   const std::string md = SummaryMd(es, 0.05, "pipetwin validate pp2.yaml", "Machine: test", false);
   EXPECT_NE(md.find("Made by: `pipetwin validate pp2.yaml`"), std::string::npos);
-  EXPECT_NE(md.find("| pp2-1f1b | 2 | 1 | 1 | 8 | 10.20 | 10.00 (10.00–10.00) | +2.00% |"),
+  EXPECT_NE(md.find("| pp2-1f1b | 2 | 1 | 1 | 1 | 8 | 10.20 | 10.00 (10.00–10.00) | +2.00% |"),
             std::string::npos);
   EXPECT_NE(md.find("+20.00% **outside**"), std::string::npos);
+  EXPECT_EQ(md.find("Oversubscribed"), std::string::npos);
+  // More ranks than cores: the row is marked, its error not held against the tolerance.
+  Entry d = b;
+  d.label = "hybrid8-zb-h1";
+  d.ranks = 8;
+  d.cp = 2;
+  const std::string md8 = SummaryMd({a, d}, 0.05, "x", "y", false, "cpu", 2);
+  EXPECT_NE(md8.find("Oversubscribed rows"), std::string::npos);
+  EXPECT_NE(md8.find("| hybrid8-zb-h1 | 2 | 1 | 1 | 2 | "), std::string::npos);
+  EXPECT_NE(md8.find("+20.00% (8 ranks on 2 cores: timing not checked)"), std::string::npos);
+  EXPECT_EQ(md8.find("**outside**"), std::string::npos);
+  EXPECT_NE(SummaryCsv({d}, 0.05).find(",2,8,"), std::string::npos);  // cp, ranks
   EXPECT_NE(md.find("| pp2-zbv |"), std::string::npos);
   EXPECT_NE(md.find("Jitter:"), std::string::npos);
   EXPECT_EQ(SummaryMd(es, 0.05, "x", "y", true).find("Jitter:"), std::string::npos);

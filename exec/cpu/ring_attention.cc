@@ -1,0 +1,264 @@
+#include "exec/cpu/ring_attention.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "exec/cpu/gemm.h"
+#include "exec/cpu/layers.h"
+
+namespace pipetwin::cpu {
+
+namespace {
+
+constexpr int kKvTag = 0;   // K and V blocks (forward and backward)
+constexpr int kDkvTag = 1;  // partial sums of dK and dV (backward)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+Tensor NewLike(const Tensor& like, Index rows, Index cols) {
+  assert(like.accountant() != nullptr);
+  return Tensor(*like.accountant(), MemCategory::kWorkspace, rows, cols);
+}
+
+// The K and V columns of qkv [N, 3 hl] packed into one contiguous [N, 2 hl] block (the
+// message a rank sends), and back.
+Tensor PackKv(const Tensor& qkv, Index hl) {
+  Tensor kv = NewLike(qkv, qkv.rows(), 2 * hl);
+  kv.mat() = qkv.mat().rightCols(2 * hl);
+  return kv;
+}
+
+// How a key chunk relates to a query chunk (global chunk indices) under the causal mask.
+enum class Pair { kSkip, kDiagonal, kFull };
+Pair Relation(Index query_chunk, Index key_chunk) {
+  if (key_chunk > query_chunk) return Pair::kSkip;
+  return key_chunk == query_chunk ? Pair::kDiagonal : Pair::kFull;
+}
+
+// Global chunk index of a rank's local half (0: chunk rank, 1: chunk 2cp − 1 − rank).
+Index GlobalChunk(const CpConfig& cp, int rank, int half) {
+  return half == 0 ? rank : 2 * cp.size - 1 - rank;
+}
+
+}  // namespace
+
+void RingAttention::ForwardBlock(const Tensor& qkv, const Tensor& kv, int src, Tensor& m, Tensor& l,
+                                 Tensor& acc) const {
+  const Index hl = heads_ * head_dim_;
+  const Index c = seq_ / 2;  // positions per chunk
+  const Index ld_q = batch_ * 3 * hl;
+  const Index ld_kv = batch_ * 2 * hl;
+  const Index ld_o = batch_ * hl;
+  const Index ld_s = batch_ * heads_;  // m, l: [N, heads]
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  RowMatrix<float> sc(c, c);
+  for (int qh = 0; qh < 2; ++qh) {
+    for (int kh = 0; kh < 2; ++kh) {
+      const Pair pair =
+          Relation(GlobalChunk(cp_.cfg, cp_.cfg.rank, qh), GlobalChunk(cp_.cfg, src, kh));
+      if (pair == Pair::kSkip) continue;
+      const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
+      for (Index b = 0; b < batch_; ++b) {
+        for (Index hd = 0; hd < heads_; ++hd) {
+          const float* q = qkv.data() + (qh * c * batch_ + b) * 3 * hl + hd * head_dim_;
+          const float* k = kv.data() + (kh * c * batch_ + b) * 2 * hl + hd * head_dim_;
+          const float* v = k + hl;
+          float* o = acc.data() + (qh * c * batch_ + b) * hl + hd * head_dim_;
+          float* mr = m.data() + (qh * c * batch_ + b) * heads_ + hd;
+          float* lr = l.data() + (qh * c * batch_ + b) * heads_ + hd;
+          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f, sc.data(),
+               c);
+          for (Index i = 0; i < c; ++i) {
+            const Index keys = masked ? i + 1 : c;
+            auto row = sc.row(i);
+            const float old_m = mr[i * ld_s];
+            const float new_m = std::max(old_m, row.head(keys).maxCoeff());
+            const float alpha = old_m == kNegInf ? 0.0f : std::exp(old_m - new_m);
+            row.head(keys) = (row.head(keys).array() - new_m).exp().matrix();
+            row.tail(c - keys).setZero();
+            lr[i * ld_s] = lr[i * ld_s] * alpha + row.head(keys).sum();
+            mr[i * ld_s] = new_m;
+            Eigen::Map<Eigen::RowVectorXf>(o + i * ld_o, head_dim_) *= alpha;
+          }
+          // acc += P V
+          Gemm(Trans::kNo, Trans::kNo, c, head_dim_, c, 1.0f, sc.data(), c, v, ld_kv, 1.0f, o,
+               ld_o);
+        }
+      }
+    }
+  }
+}
+
+Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
+  const Index hl = heads_ * head_dim_;
+  const Index n = batch_ * seq_;
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  assert(qkv.rows() == n && qkv.cols() == 3 * hl);
+  assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
+  Tensor kv = PackKv(qkv, hl);
+  Tensor next = NewLike(qkv, n, 2 * hl);
+  Tensor acc = NewLike(qkv, n, hl);
+  Tensor m = NewLike(qkv, n, heads_);
+  Tensor l = NewLike(qkv, n, heads_);
+  m.mat().setConstant(kNegInf);
+  for (int i = 0; i < cp; ++i) {
+    const bool more = i + 1 < cp;
+    int hs = -1, hr = -1;
+    if (more) {  // the next block is on its way while this one is computed
+      hs = cp_.comm->SendNext(kv.span(), kKvTag);
+      hr = cp_.comm->RecvPrev(next.span(), kKvTag);
+    }
+    ForwardBlock(qkv, kv, (me - i + cp) % cp, m, l, acc);
+    if (more) {
+      cp_.comm->Wait(hs);
+      cp_.comm->Wait(hr);
+      std::swap(kv, next);
+    }
+  }
+  // out = acc / l; lse = m + log(l).
+  Tensor out = NewLike(qkv, n, hl);
+  Tensor lse = NewLike(qkv, n, heads_);
+  for (Index r = 0; r < n; ++r) {
+    for (Index hd = 0; hd < heads_; ++hd) {
+      const float sum = l.data()[r * heads_ + hd];
+      out.mat().row(r).segment(hd * head_dim_, head_dim_) =
+          acc.mat().row(r).segment(hd * head_dim_, head_dim_) / sum;
+      lse.data()[r * heads_ + hd] = m.data()[r * heads_ + hd] + std::log(sum);
+    }
+  }
+  s->qkv = Keep(std::move(qkv));
+  s->out = Keep(Copy(out));
+  s->lse = Keep(std::move(lse));
+  return out;
+}
+
+void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta,
+                                  const Tensor& kv, int src, Tensor& dqkv, Tensor& dkv) const {
+  const Index hl = heads_ * head_dim_;
+  const Index c = seq_ / 2;
+  const Index ld_q = batch_ * 3 * hl;
+  const Index ld_kv = batch_ * 2 * hl;
+  const Index ld_o = batch_ * hl;
+  const Index ld_s = batch_ * heads_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  RowMatrix<float> p(c, c), dp(c, c);
+  for (int qh = 0; qh < 2; ++qh) {
+    for (int kh = 0; kh < 2; ++kh) {
+      const Pair pair =
+          Relation(GlobalChunk(cp_.cfg, cp_.cfg.rank, qh), GlobalChunk(cp_.cfg, src, kh));
+      if (pair == Pair::kSkip) continue;
+      const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
+      for (Index b = 0; b < batch_; ++b) {
+        for (Index hd = 0; hd < heads_; ++hd) {
+          const Index qrow = qh * c * batch_ + b;
+          const Index krow = kh * c * batch_ + b;
+          const float* q = s.qkv.data() + qrow * 3 * hl + hd * head_dim_;
+          const float* k = kv.data() + krow * 2 * hl + hd * head_dim_;
+          const float* v = k + hl;
+          const float* dor = dout.data() + qrow * hl + hd * head_dim_;
+          const float* lse = s.lse.data() + qrow * heads_ + hd;
+          const float* dlt = delta.data() + qrow * heads_ + hd;
+          float* dq = dqkv.data() + qrow * 3 * hl + hd * head_dim_;
+          float* dk = dkv.data() + krow * 2 * hl + hd * head_dim_;
+          float* dv = dk + hl;
+          // P = exp(scale Q K^T − lse), the causal triangle on the diagonal pair.
+          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f, p.data(),
+               c);
+          for (Index i = 0; i < c; ++i) {
+            const Index keys = masked ? i + 1 : c;
+            p.row(i).head(keys) = (p.row(i).head(keys).array() - lse[i * ld_s]).exp().matrix();
+            p.row(i).tail(c - keys).setZero();
+          }
+          // dV += P^T dOut; dP = dOut V^T.
+          Gemm(Trans::kYes, Trans::kNo, c, head_dim_, c, 1.0f, p.data(), c, dor, ld_o, 1.0f, dv,
+               ld_kv);
+          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, 1.0f, dor, ld_o, v, ld_kv, 0.0f, dp.data(),
+               c);
+          // dS = P (dP − rowsum(dOut ∘ Out)), through the 1/sqrt(d) of the scores.
+          for (Index i = 0; i < c; ++i) {
+            dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dlt[i * ld_s]) * scale).matrix();
+          }
+          // dQ += dS K; dK += dS^T Q.
+          Gemm(Trans::kNo, Trans::kNo, c, head_dim_, c, 1.0f, dp.data(), c, k, ld_kv, 1.0f, dq,
+               ld_q);
+          Gemm(Trans::kYes, Trans::kNo, c, head_dim_, c, 1.0f, dp.data(), c, q, ld_q, 1.0f, dk,
+               ld_kv);
+        }
+      }
+    }
+  }
+}
+
+Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
+  const Index hl = heads_ * head_dim_;
+  const Index n = batch_ * seq_;
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  assert(dout.rows() == n && dout.cols() == hl);
+  // delta = rowsum(dOut ∘ Out) per row and head (the softmax backward's correction).
+  Tensor delta = NewLike(dout, n, heads_);
+  for (Index r = 0; r < n; ++r) {
+    for (Index hd = 0; hd < heads_; ++hd) {
+      delta.data()[r * heads_ + hd] =
+          dout.mat()
+              .row(r)
+              .segment(hd * head_dim_, head_dim_)
+              .dot(s->out.mat().row(r).segment(hd * head_dim_, head_dim_));
+    }
+  }
+  Tensor dqkv = NewLike(dout, n, 3 * hl);
+  Tensor kv = PackKv(s->qkv, hl);
+  Tensor next = NewLike(dout, n, 2 * hl);
+  Tensor own = NewLike(dout, n, 2 * hl);  // this rank's contribution to its own dK, dV
+  // Step i >= 1 computes into part[i % 2] and sends it on; the partial sum for the step
+  // after is received into recv[(i + 1) % 2] meanwhile.
+  Tensor part[2] = {NewLike(dout, n, 2 * hl), NewLike(dout, n, 2 * hl)};
+  Tensor recv[2] = {NewLike(dout, n, 2 * hl), NewLike(dout, n, 2 * hl)};
+  int sent[2] = {-1, -1};
+  int received[2] = {-1, -1};
+  for (int i = 0; i < cp; ++i) {
+    const bool more = i + 1 < cp;
+    int hs = -1, hr = -1;
+    if (more) {
+      hs = cp_.comm->SendNext(kv.span(), kKvTag);
+      hr = cp_.comm->RecvPrev(next.span(), kKvTag);
+    }
+    if (i + 1 >= 2) received[(i + 1) % 2] = cp_.comm->RecvPrev(recv[(i + 1) % 2].span(), kDkvTag);
+    Tensor* target = &own;
+    if (i >= 1) {
+      target = &part[i % 2];
+      if (sent[i % 2] >= 0) cp_.comm->Wait(std::exchange(sent[i % 2], -1));
+      target->mat().setZero();
+    }
+    BackwardBlock(*s, dout, delta, kv, (me - i + cp) % cp, dqkv, *target);
+    if (i >= 1) {
+      if (i >= 2) {
+        cp_.comm->Wait(std::exchange(received[i % 2], -1));
+        target->mat() += recv[i % 2].mat();
+      }
+      sent[i % 2] = cp_.comm->SendNext(target->span(), kDkvTag);
+    }
+    if (more) {
+      cp_.comm->Wait(hs);
+      cp_.comm->Wait(hr);
+      std::swap(kv, next);
+    }
+  }
+  if (cp > 1) {  // the other ranks' contributions to this rank's block, after cp − 1 hops
+    cp_.comm->Wait(std::exchange(received[cp % 2], -1));
+    own.mat() += recv[cp % 2].mat();
+  }
+  for (int& h : sent) {
+    if (h >= 0) cp_.comm->Wait(std::exchange(h, -1));
+  }
+  dqkv.mat().rightCols(2 * hl) = own.mat();
+  s->qkv.Reset();
+  s->out.Reset();
+  s->lse.Reset();
+  return dqkv;
+}
+
+}  // namespace pipetwin::cpu

@@ -1,0 +1,93 @@
+// ring_attention.h — causal self-attention under context parallelism (ring attention, Li et
+// al. 2021; the load-balanced split of Megatron-Core), exact in float32.
+//
+// Each of the cp ranks holds two chunks of the sequence, r and 2cp − 1 − r (config.h:
+// CpConfig), and its own rows of Q, K and V for them. The K and V blocks travel around the CP
+// group: at step i rank r attends with its queries to the block of rank (r − i) mod cp, while
+// the block of rank (r − i − 1) mod cp is already on its way in (nonblocking send to the next
+// rank, receive from the previous one, waited for only after the step's computation). Chunk
+// pairs are masked per pair: a key chunk after the query chunk is skipped, the same chunk gets
+// the causal triangle, an earlier one is attended in full. The softmax is computed online
+// (running row maximum and sum, flash-attention style), and the forward keeps the
+// log-sum-exp of every row and head and its normalised output.
+//
+// The backward is the same ring: K and V travel again; at step i >= 1 a rank adds its
+// contribution to dK and dV of the block it holds to the partial sum received from the
+// previous rank (the block's earlier visitors) and passes it on, so that after cp − 1 hops the
+// sum of every other rank's contributions reaches the block's owner, which adds its own.
+// Per layer and microbatch a rank sends (cp − 1) K/V blocks in F, and (cp − 1) K/V blocks plus
+// (cp − 1) dK/dV blocks in I: 3 (cp − 1) × N × 2 × hl floats (N local tokens, hl = h / tp).
+//
+// Saved between F and I (MemCategory::kActivations): the local qkv [N, 3 hl], the output
+// [N, hl] and the log-sum-exp [N, heads] (instead of cp = 1's probabilities).
+//
+//   RingAttention attn(batch, seq_local, heads_local, head_dim, cp, &ring);
+//   RingAttention::Saved s;
+//   Tensor out = attn.Forward(std::move(qkv), &s);   // [N, hl]
+//   Tensor dqkv = attn.BackwardInput(dout, &s);      // [N, 3 hl]; s empty
+#pragma once
+
+#include <span>
+
+#include "exec/cpu/memory.h"
+#include "exec/cpu/model.h"
+
+namespace pipetwin::cpu {
+
+// The CP group as ring attention sees it: nonblocking point-to-point transfers to the next
+// rank ((rank + 1) mod size) and from the previous one. Messages of the same tag between two
+// ranks match in the order they were posted.
+class RingComm {
+ public:
+  virtual ~RingComm() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // Starts sending `data` (alive and unchanged until Wait) to the next rank; returns a handle.
+  virtual int SendNext(std::span<const float> data, int tag) = 0;
+  // Starts receiving into `data` from the previous rank; returns a handle.
+  virtual int RecvPrev(std::span<float> data, int tag) = 0;
+  // Blocks until the transfer of `handle` has completed (bounded by the implementation's
+  // timeout), then forgets the handle.
+  virtual void Wait(int handle) = 0;
+};
+
+// The CP group as the layers see it; comm may be null when cfg.size == 1. unmasked_diagonal is
+// a test hook (`run --test-fault cp-mask:RANK`): the causal triangle of the chunk pairs on the
+// diagonal is not applied, so that --check-reference must fail.
+struct CpContext {
+  CpConfig cfg;
+  RingComm* comm = nullptr;
+  bool unmasked_diagonal = false;
+};
+
+class RingAttention {
+ public:
+  struct Saved {
+    Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows
+    Tensor out;  // [N, hl], normalised
+    Tensor lse;  // [N, heads]: log-sum-exp of every row's scaled scores, per head
+  };
+  RingAttention() = default;
+  RingAttention(Index batch, Index seq_local, Index heads, Index head_dim, const CpContext& cp)
+      : batch_(batch), seq_(seq_local), heads_(heads), head_dim_(head_dim), cp_(cp) {}
+
+  Tensor Forward(Tensor qkv, Saved* s) const;
+  Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
+
+ private:
+  // One K/V block (of the rank `src`) against this rank's queries: forward accumulation into
+  // the running maxima, sums and unnormalised output.
+  void ForwardBlock(const Tensor& qkv, const Tensor& kv, int src, Tensor& m, Tensor& l,
+                    Tensor& acc) const;
+  // Its backward: dQ += into dqkv, dK and dV of the block += into dkv.
+  void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const Tensor& kv,
+                     int src, Tensor& dqkv, Tensor& dkv) const;
+
+  Index batch_ = 0;
+  Index seq_ = 0;  // local positions (two chunks)
+  Index heads_ = 0;
+  Index head_dim_ = 0;
+  CpContext cp_;
+};
+
+}  // namespace pipetwin::cpu

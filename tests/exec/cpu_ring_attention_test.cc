@@ -1,0 +1,286 @@
+// Ring attention (context parallelism) in one process, one thread per CP rank: its output and
+// input gradient equal the unsplit causal attention's on the same rows; a whole chunk under
+// cp = 2 and 3 (and cp 2 × tp 2 with SP) gives the loss and, summed over the CP ranks, the
+// gradients of the unsplit model; the Accountant's bytes equal the inventory's prediction.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "exec/cpu/chunk.h"
+#include "exec/cpu/inventory.h"
+#include "exec/cpu/ring_attention.h"
+#include "exec/model/data.h"
+#include "tests/exec/cpu_test_util.h"
+
+namespace pipetwin::cpu {
+namespace {
+
+using testing::RandomVector;
+using testing::RelErr;
+
+// An in-process ring: a send copies into the receiver's mailbox at once; a receive completes
+// in Wait, when the message of its tag from the previous rank has arrived (in send order).
+class ThreadRingGroup {
+ public:
+  explicit ThreadRingGroup(int size) : size_(size) {}
+  int size() const { return size_; }
+  void Put(int dst, int tag, std::vector<float> msg) {
+    {
+      std::lock_guard lock(mu_);
+      box_[{dst, tag}].push_back(std::move(msg));
+    }
+    cv_.notify_all();
+  }
+  std::vector<float> Take(int dst, int tag) {
+    std::unique_lock lock(mu_);
+    auto& q = box_[{dst, tag}];
+    cv_.wait(lock, [&] { return !q.empty(); });
+    std::vector<float> m = std::move(q.front());
+    q.pop_front();
+    return m;
+  }
+
+ private:
+  int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, int>, std::deque<std::vector<float>>> box_;
+};
+
+class ThreadRing final : public RingComm {
+ public:
+  ThreadRing(ThreadRingGroup& g, int rank) : g_(&g), rank_(rank) {}
+  int size() const override { return g_->size(); }
+  int rank() const override { return rank_; }
+  int SendNext(std::span<const float> data, int tag) override {
+    g_->Put((rank_ + 1) % size(), tag, std::vector<float>(data.begin(), data.end()));
+    bytes_sent += static_cast<std::int64_t>(data.size() * sizeof(float));
+    return Add({});
+  }
+  int RecvPrev(std::span<float> data, int tag) override { return Add({data, tag, true}); }
+  void Wait(int handle) override {
+    const Pending p = pending_.at(handle);
+    pending_.erase(handle);
+    if (!p.recv) return;
+    const std::vector<float> m = g_->Take(rank_, p.tag);
+    ASSERT_EQ(m.size(), p.data.size());
+    std::copy(m.begin(), m.end(), p.data.begin());
+  }
+  std::int64_t bytes_sent = 0;
+
+ private:
+  struct Pending {
+    std::span<float> data;
+    int tag = 0;
+    bool recv = false;
+  };
+  int Add(Pending p) {
+    pending_.emplace(next_, p);
+    return next_++;
+  }
+  ThreadRingGroup* g_;
+  int rank_;
+  std::map<int, Pending> pending_;
+  int next_ = 0;
+};
+
+// Rows of the full sequence-major [S * B, c] matrix that CP rank r holds, in its local order.
+std::vector<Index> LocalRows(const CpConfig& cp, Index seq, Index batch) {
+  std::vector<Index> rows;
+  for (Index t = 0; t < seq / cp.size; ++t) {
+    for (Index b = 0; b < batch; ++b) rows.push_back(CpGlobalPosition(cp, seq, t) * batch + b);
+  }
+  return rows;
+}
+
+TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
+  // seq 16, cp 2: chunks of 4; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  const std::vector<Index> r0 = {0, 1, 2, 3, 12, 13, 14, 15};
+  const std::vector<Index> r1 = {4, 5, 6, 7, 8, 9, 10, 11};
+  for (Index t = 0; t < 8; ++t) {
+    EXPECT_EQ(CpGlobalPosition({.size = 2, .rank = 0}, 16, t), r0[static_cast<std::size_t>(t)]);
+    EXPECT_EQ(CpGlobalPosition({.size = 2, .rank = 1}, 16, t), r1[static_cast<std::size_t>(t)]);
+  }
+}
+
+// Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
+void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal) {
+  const Index batch = 2, seq = 12 * cp, heads = 2, d = 8, hl = heads * d;
+  const Index n = batch * seq;
+  Accountant ref_acc;
+  Tensor qkv(ref_acc, MemCategory::kWorkspace, n, 3 * hl);
+  const auto qv = RandomVector(static_cast<std::size_t>(n * 3 * hl), 5, 0.5f);
+  std::copy(qv.begin(), qv.end(), qkv.data());
+  Tensor dout(ref_acc, MemCategory::kWorkspace, n, hl);
+  const auto dv = RandomVector(static_cast<std::size_t>(n * hl), 6);
+  std::copy(dv.begin(), dv.end(), dout.data());
+  CausalSelfAttention ref(batch, seq, heads, d);
+  CausalSelfAttention::Saved rs;
+  Tensor ref_out = ref.Forward(Copy(qkv), &rs);
+  Tensor ref_dqkv = ref.BackwardInput(dout, &rs);
+
+  ThreadRingGroup group(cp);
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(cp)), dqkv(out.size());
+  std::vector<std::int64_t> sent(out.size());
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < cp; ++r) {
+      threads.emplace_back([&, r] {
+        const CpConfig cfg{.size = cp, .rank = r};
+        ThreadRing ring(group, r);
+        Accountant acc;
+        const std::vector<Index> rows = LocalRows(cfg, seq, batch);
+        const auto nl = static_cast<Index>(rows.size());
+        Tensor q(acc, MemCategory::kWorkspace, nl, 3 * hl), g(acc, MemCategory::kWorkspace, nl, hl);
+        for (Index i = 0; i < nl; ++i) {
+          q.mat().row(i) = qkv.mat().row(rows[static_cast<std::size_t>(i)]);
+          g.mat().row(i) = dout.mat().row(rows[static_cast<std::size_t>(i)]);
+        }
+        RingAttention attn(batch, seq / cp, heads, d, CpContext{cfg, &ring, unmasked_diagonal});
+        RingAttention::Saved s;
+        Tensor o = attn.Forward(std::move(q), &s);
+        // Saved: qkv, the output and the log-sum-exp per row and head.
+        EXPECT_EQ(acc.current(MemCategory::kActivations),
+                  static_cast<std::size_t>(4 * (nl * 3 * hl + nl * hl + nl * heads)));
+        Tensor dq = attn.BackwardInput(g, &s);
+        EXPECT_EQ(acc.current(MemCategory::kActivations), 0u);
+        auto& mo = out[static_cast<std::size_t>(r)];
+        auto& md = dqkv[static_cast<std::size_t>(r)];
+        mo.assign(o.data(), o.data() + o.size());
+        md.assign(dq.data(), dq.data() + dq.size());
+        sent[static_cast<std::size_t>(r)] = ring.bytes_sent;
+      });
+    }
+  }
+  // Reassemble in global row order.
+  std::vector<float> got_out(static_cast<std::size_t>(n * hl)),
+      got_d(static_cast<std::size_t>(n * 3 * hl));
+  for (int r = 0; r < cp; ++r) {
+    const std::vector<Index> rows = LocalRows({.size = cp, .rank = r}, seq, batch);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto row = static_cast<std::size_t>(rows[i]);
+      std::copy_n(out[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(i * hl),
+                  hl, got_out.begin() + static_cast<std::ptrdiff_t>(row * hl));
+      std::copy_n(
+          dqkv[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(i * 3 * hl),
+          3 * hl, got_d.begin() + static_cast<std::ptrdiff_t>(row * 3 * hl));
+    }
+    // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I.
+    EXPECT_EQ(sent[static_cast<std::size_t>(r)], 3 * (cp - 1) * (n / cp) * 2 * hl * 4);
+  }
+  const double e_out = RelErr(got_out, ref_out.span());
+  const double e_d = RelErr(got_d, ref_dqkv.span());
+  if (expect_equal) {
+    EXPECT_LT(e_out, 1e-6) << "cp " << cp;
+    EXPECT_LT(e_d, 1e-6) << "cp " << cp;
+  } else {
+    EXPECT_GT(e_out, 1e-2) << "cp " << cp;
+  }
+}
+
+TEST(RingAttention, EqualsUnsplitAttention) {
+  for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true);
+}
+
+TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) { CheckAgainstUnsplit(2, true, false); }
+
+ModelConfig SmallModel() {
+  return ModelConfig{.layers = 2,
+                     .hidden = 16,
+                     .ffn_hidden = 32,
+                     .heads = 4,
+                     .vocab = 17,
+                     .seq_len = 24,
+                     .micro_batch = 2,
+                     .seed = 99};
+}
+
+// A whole chunk on cp ranks (tp ranks each, SP) against the unsplit chunk: loss and gradients.
+void CheckChunk(int cp, int tp) {
+  const ModelConfig m = SmallModel();
+  const ChunkSpec spec{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
+  SyntheticData data({.vocab = m.vocab,
+                      .seq_len = m.seq_len,
+                      .micro_batch = m.micro_batch,
+                      .seed = 3,
+                      .noise = 0.2f});
+  std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
+  data.Fill(0, 0, tokens, labels);
+  Accountant ref_acc;
+  Chunk ref(m, spec, TpConfig{}, ref_acc);
+  const float ref_loss = ref.Forward(0, {.tokens = tokens, .labels = labels});
+  ref.Backward(0, {}, {});
+  const std::vector<float> full_params(ref.params().begin(), ref.params().end());
+
+  ThreadRingGroup rings_by_tp[2] = {ThreadRingGroup(cp), ThreadRingGroup(cp)};
+  std::vector<std::unique_ptr<ThreadGroup>> tp_groups;
+  for (int c = 0; c < cp; ++c) tp_groups.push_back(std::make_unique<ThreadGroup>(tp));
+  std::vector<float> loss(static_cast<std::size_t>(cp * tp));
+  // Per CP rank, its TP ranks' shards unsharded into one full gradient (replicated parameters
+  // are written by each TP rank with the same values).
+  std::vector<std::vector<float>> grads(static_cast<std::size_t>(cp),
+                                        std::vector<float>(full_params.size(), 0.0f));
+  std::mutex export_mu;
+  {
+    std::vector<std::jthread> threads;
+    for (int c = 0; c < cp; ++c) {
+      for (int t = 0; t < tp; ++t) {
+        threads.emplace_back([&, c, t] {
+          ThreadRing ring(rings_by_tp[t], c);
+          ThreadCollectives coll = tp_groups[static_cast<std::size_t>(c)]->Rank(t);
+          const TpConfig tpc{.size = tp, .rank = t, .sequence_parallel = tp > 1};
+          const CpContext cpc{{.size = cp, .rank = c}, &ring};
+          Accountant acc;
+          Chunk ch(m, spec, tpc, acc, tp > 1 ? &coll : nullptr, cpc);
+          ch.LoadFullParams(full_params);
+          const std::size_t me = static_cast<std::size_t>(c * tp + t);
+          loss[me] = ch.Forward(0, {.tokens = tokens, .labels = labels});
+          const ChunkInventory inv = PredictChunkMemory(m, spec, tpc, cpc.cfg);
+          EXPECT_EQ(acc.current(MemCategory::kActivations), inv.activations_full);
+          const std::size_t before = acc.current(MemCategory::kActivations);
+          acc.ResetPeaks();
+          ch.BackwardInput(0, {}, {});
+          EXPECT_EQ(acc.current(MemCategory::kActivations), inv.activations_pending_w);
+          EXPECT_EQ(acc.peak(MemCategory::kActivations), before + inv.activations_i_transient);
+          ch.BackwardWeight(0);
+          EXPECT_EQ(acc.current(MemCategory::kActivations), 0u);
+          EXPECT_EQ(acc.current(MemCategory::kParams), inv.param_bytes);
+          ch.SyncSequenceParallelGrads();
+          std::lock_guard lock(export_mu);
+          const ParamLayout& layout = ch.layout();
+          for (const ParamInfo& p : layout.params) {
+            UnshardIntoFull(p, tpc, ch.grads().data() + p.offset,
+                            grads[static_cast<std::size_t>(c)].data() + p.full_offset);
+          }
+        });
+      }
+    }
+  }
+  // Each CP rank's loss is its share; the shares add up to the unsplit mean.
+  double sum = 0;
+  for (int c = 0; c < cp; ++c) sum += static_cast<double>(loss[static_cast<std::size_t>(c * tp)]);
+  EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
+      << "cp " << cp << " tp " << tp;
+  std::vector<float> total(full_params.size(), 0.0f);
+  for (int c = 0; c < cp; ++c) {
+    const auto& g = grads[static_cast<std::size_t>(c)];
+    for (std::size_t i = 0; i < total.size(); ++i) total[i] += g[i];
+  }
+  EXPECT_LT(RelErr(total, ref.grads()), 1e-6) << "cp " << cp << " tp " << tp;
+}
+
+TEST(RingAttention, ChunkEqualsUnsplitModel) {
+  CheckChunk(2, 1);
+  CheckChunk(3, 1);
+  CheckChunk(2, 2);
+}
+
+}  // namespace
+}  // namespace pipetwin::cpu

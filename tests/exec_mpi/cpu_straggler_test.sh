@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# cpu_straggler_test.sh PIPETWIN JOB MPIEXEC: execution.stragglers on the CPU backend
+# (exec/straggler_backend.h): world rank 1 at 3x computes its program at least 2.4 times as
+# long as rank 0 computes the same program (no upper bound: on a loaded machine, load average
+# 11 on 2 cores, a normal-priority process that waits gets its core back milliseconds late and
+# the ratio was measured at 12), and the loss equals the run without stragglers (a slow rank
+# computes the same numbers).
+set -eu
+bin=$1 job=$2 mpiexec=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+sed 's/steps: 1, warmup: 0, timeout_s: 120}/steps: 3, warmup: 1, timeout_s: 120}/' "$job" > "$dir/plain.yaml"
+sed 's/timeout_s: 120}/timeout_s: 120, stragglers: [{rank: 1, slowdown: 3}]}/' "$dir/plain.yaml" > "$dir/slow.yaml"
+for j in plain slow; do
+  "$mpiexec" --oversubscribe -np 2 "$bin" run "$dir/$j.yaml" --backend cpu --report "$dir/$j.json" >/dev/null
+done
+python3 - "$dir/plain.json" "$dir/slow.json" <<'PY'
+import json, sys
+plain, slow = (json.load(open(f)) for f in sys.argv[1:3])
+busy = [r["compute_busy_ms"] for r in slow["ranks"]]
+ratio = busy[1] / busy[0]
+print(f"busy ms rank 0 {busy[0]:.2f}, rank 1 {busy[1]:.2f}: ratio {ratio:.2f} (nominal 3, at least 2.4)")
+print("losses", plain["losses"], slow["losses"])
+ok = ratio >= 2.4 and plain["losses"] == slow["losses"]
+print("PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cpu_straggler_test.sh PIPETWIN JOB MPIEXEC: execution.stragglers on the CPU backend
-# (exec/straggler_backend.h): world rank 1 at 3x computes its program at least 2.4 times as
-# long as rank 0 computes the same program (no upper bound: on a loaded machine, load average
-# 11 on 2 cores, a normal-priority process that waits gets its core back milliseconds late and
-# the ratio was measured at 12), and the loss equals the run without stragglers (a slow rank
+# (exec/straggler_backend.h): world rank 1 at 3x computes its program at least 2 times as
+# long as rank 0 computes the same program (without the straggler the ratio is 1; no upper
+# bound: on a loaded machine, load average 11 on 2 cores, a normal-priority process that waits
+# gets its core back milliseconds late and the ratio was measured at 12; and not 3 either:
+# other work inflates rank 0's actions too, and 1.42 was once seen at a load average of 5), and the loss equals the run without stragglers (a slow rank
 # computes the same numbers).
 set -eu
 bin=$1 job=$2 mpiexec=$3
@@ -19,9 +20,9 @@ import json, sys
 plain, slow = (json.load(open(f)) for f in sys.argv[1:3])
 busy = [r["compute_busy_ms"] for r in slow["ranks"]]
 ratio = busy[1] / busy[0]
-print(f"busy ms rank 0 {busy[0]:.2f}, rank 1 {busy[1]:.2f}: ratio {ratio:.2f} (nominal 3, at least 2.4)")
+print(f"busy ms rank 0 {busy[0]:.2f}, rank 1 {busy[1]:.2f}: ratio {ratio:.2f} (nominal 3, at least 2)")
 print("losses", plain["losses"], slow["losses"])
-ok = ratio >= 2.4 and plain["losses"] == slow["losses"]
+ok = ratio >= 2 and plain["losses"] == slow["losses"]
 print("PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY

@@ -157,9 +157,12 @@ Expected<std::string> ReadInputFile(const std::string& path, const std::string& 
 }
 
 Expected<TempFile> CreateTempFor(const std::string& path) {
+  // Both are the user's choice of output path, so bad input (exit 2), not a failure.
+  if (path.empty()) return Error::BadInput("an output file name is empty: give a file path");
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-    return Error::Failure(path + ": cannot write: it exists and is not a regular file");
+    return Error::BadInput(path + ": cannot write: it exists and is not a regular file" +
+                           (S_ISDIR(st.st_mode) ? " (a directory: give a file path)" : ""));
   }
   TempFile t;
   for (int attempt = 0; attempt < 100 && t.fd < 0; ++attempt) {

@@ -81,6 +81,11 @@ expect 2 "--report: .*plan.yaml is an input of this command" -- plan "$dir/plan.
 expect 2 "--csv: .* is also the output of --report" -- plan "$pl" --report "$dir/o.json" --csv "$dir/o.json"
 expect 2 "--plot: .*/no/such/p.png(.csv)?: the directory .* does not exist" -- plan "$pl" --plot "$dir/no/such/p.png"
 expect 2 "--emit-jobs: .*afile exists and is not a directory" -- plan "$pl" --emit-jobs "$dir/afile"
+# An empty output name, or a directory, is bad input (the CLI fuzzer found exit 1 here).
+expect 2 "output file name is empty" -- plan "$pl" --report ""
+expect 2 "output file name is empty" -- simulate "$src/examples/schedules/1f1b.yaml" --report ""
+expect 2 "--trace: .* is a directory" -- simulate \
+  "$src/examples/schedules/1f1b.yaml" --trace "$dir"
 cp "$pl" "$dir/top01.yaml"
 expect 2 "--emit-jobs: .*top01.yaml, which this command writes, is its input" -- plan "$dir/top01.yaml" \
   --emit-jobs "$dir"

@@ -85,5 +85,18 @@ TEST(AtomicFile, AnUncreatableFileIsAFailureNamingThePath) {
   EXPECT_NE(w.error().message.find(path + ": cannot write"), std::string::npos);
 }
 
+// An empty output path (`--report ''`) and a directory are the user's bad input: exit 2, not 1
+// (the CLI fuzzer found `plan plan.yaml --report ''` exiting 1).
+TEST(AtomicFile, AnEmptyPathOrADirectoryIsBadInput) {
+  auto empty = AtomicFileWriter::Open("", Compression::kNone);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kBadInput);
+  const fs::path d = FreshDir("isdir");
+  auto dir = AtomicFileWriter::Open(d.string(), Compression::kNone);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(dir.error().message.find("a directory"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipetwin

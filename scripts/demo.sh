@@ -23,4 +23,5 @@ rm -rf "$out"
 echo
 echo "Error table: $out/summary.md; plots: $out/*.png"
 echo "More: scripts/make-results.sh (every schedule and model, predicted),"
-echo "      scripts/make-validation-results.sh (pp 2, dp 2, tp 2 and the tutorial experiment)."
+echo "      scripts/make-validation-results.sh (pp 2, dp 2, tp 2, cp 2, recompute, the 8-rank hybrids,"
+echo "      the tutorial experiment and the sleep backend)."

@@ -2,6 +2,7 @@
 // each action costs, for `simulate --profile` (exec/calibrate.h).
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "apps/commands.h"
 #include "exec/calibrate.h"
 #include "exec/mpi_session.h"
+#include "exec/mpi_util.h"
 #include "job/job.h"
 #include "schedule/csv.h"
 #include "sim/simulate.h"
@@ -74,22 +76,29 @@ int CmdCalibrate(int argc, char** argv) {
   }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
-  // A failure on any rank stops every rank; bad input, the same everywhere, is said once.
-  if (!args) return mpi.Abort(args.error(), rank == 0);
-  auto job = LoadJob(args->job);
-  if (!job) return mpi.Abort(job.error(), rank == 0);
-  // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
-  if (auto t = SizeRunTimeout(*job); !t) return mpi.Abort(t.error(), rank == 0);
+  // Bad input is the same on every process: they agree on it first (one says it, every one
+  // exits 2 through MPI_Finalize; exec/mpi_util.h). Any later failure stops every rank.
+  std::optional<ResolvedJob> job;
+  const Status ready = [&]() -> Status {
+    if (!args) return args.error();
+    auto loaded = LoadJob(args->job);
+    if (!loaded) return loaded.error();
+    job.emplace(std::move(*loaded));
+    // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
+    if (auto t = SizeRunTimeout(*job); !t) return t.error();
+    return OkStatus();
+  }();
+  if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
   try {
     res = exec::Calibrate(*job, args->opts);
   } catch (const std::exception& e) {
-    return mpi.Abort(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
+    return mpi.Fail(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
   }
-  if (!res) return mpi.Abort(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
+  if (!res) return mpi.Fail(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
   if (res->root) {
     if (Status s = WriteFileAtomic(args->out, res->profile_yaml); !s) {
-      return mpi.Abort(s.error(), true);
+      return mpi.Fail(s.error(), true);
     }
     std::printf("%s: calibrated on %s, profile written to %s\n", job->path().c_str(),
                 args->opts.backend.c_str(), args->out.c_str());

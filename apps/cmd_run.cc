@@ -1,6 +1,7 @@
 // `mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda`: execute the step for real.
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -148,20 +149,25 @@ int CmdRun(int argc, char** argv) {
   }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
-  // Bad input is the same on every rank: rank 0 says it once.
-  if (!args) return mpi.Abort(args.error(), rank == 0);
-  auto job = LoadJob(args->job);
-  if (!job) return mpi.Abort(job.error(), rank == 0);
-  if (!args->profile_in.empty()) {
-    auto profile = LoadProfile(args->profile_in, job->schedule);
-    if (!profile) return mpi.Abort(profile.error(), rank == 0);
-    if (Status st = CheckProfileMatchesJob(*profile, *job, args->profile_in); !st) {
-      return mpi.Abort(st.error(), rank == 0);
+  // Bad input is the same on every process: they agree on it first (one says it, every one
+  // exits 2 through MPI_Finalize; exec/mpi_util.h).
+  std::optional<ResolvedJob> job;
+  const Status ready = [&]() -> Status {
+    if (!args) return args.error();
+    auto loaded = LoadJob(args->job);
+    if (!loaded) return loaded.error();
+    job.emplace(std::move(*loaded));
+    if (!args->profile_in.empty()) {
+      auto profile = LoadProfile(args->profile_in, job->schedule);
+      if (!profile) return profile.error();
+      if (Status st = CheckProfileMatchesJob(*profile, *job, args->profile_in); !st) return st;
+      args->opts.compute_ms = std::move(profile->medians);
     }
-    args->opts.compute_ms = std::move(profile->medians);
-  }
-  // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
-  if (auto t = SizeRunTimeout(*job); !t) return mpi.Abort(t.error(), rank == 0);
+    // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
+    if (auto t = SizeRunTimeout(*job); !t) return t.error();
+    return OkStatus();
+  }();
+  if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
   Expected<exec::RunResult> res = Error::Failure("not run");
   std::string profile_yaml;
   try {
@@ -180,22 +186,22 @@ int CmdRun(int argc, char** argv) {
       }
     }
   } catch (const exec::TimeoutError& e) {
-    return mpi.Abort(Error::Failure(e.what()), true);
+    return mpi.Fail(Error::Failure(e.what()), true);
   } catch (const std::exception& e) {
-    return mpi.Abort(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
+    return mpi.Fail(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
   }
-  if (!res) return mpi.Abort(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
+  if (!res) return mpi.Fail(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
   int status = 0;
   if (res->root) {
     for (const auto& [path, text] :
          {std::pair<std::string, std::string>{args->profile_out, profile_yaml},
           {args->report, ReportToJson(res->report)}}) {
       if (path.empty()) continue;
-      if (Status s = WriteFileAtomic(path, text); !s) return mpi.Abort(s.error(), true);
+      if (Status s = WriteFileAtomic(path, text); !s) return mpi.Fail(s.error(), true);
     }
     if (!args->trace.empty()) {
       if (Status s = WriteTraceFile(args->trace, res->timeline, job->path() + " (measured)"); !s) {
-        return mpi.Abort(s.error(), true);
+        return mpi.Fail(s.error(), true);
       }
     }
     status = PrintRun(*job, *args, *res);

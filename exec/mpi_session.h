@@ -7,7 +7,7 @@
 //
 //   exec::MpiSession mpi;
 //   Expected<RunResult> r = RunJob(job, opts);
-//   if (!r) return mpi.Abort(r.error(), mpi.rank() == 0);
+//   if (!r) return mpi.Fail(r.error(), mpi.rank() == 0);
 //   return mpi.BroadcastStatus(status);   // rank 0's status on every rank
 #pragma once
 
@@ -27,6 +27,11 @@ class MpiSession {
   // Prints "pipetwin: [rank R: ]MESSAGE" on stderr when `print`, then aborts every rank with
   // the error's exit status (which it returns, should MPI_Abort return).
   int Abort(const Error& e, bool print);
+
+  // How a command leaves on an error: one that every process agreed on (Error::said, from
+  // AgreeAcrossWorld in exec/mpi_util.h) was printed already and returns its exit status, and
+  // the destructor finalises MPI on every process; any other error aborts the world (Abort).
+  int Fail(const Error& e, bool print) { return e.said ? e.exit_status() : Abort(e, print); }
 
   // Rank 0's `status`, on every rank.
   int BroadcastStatus(int status);

@@ -1,6 +1,8 @@
 #include "exec/mpi_util.h"
 
 #include <atomic>
+#include <cstdio>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -10,6 +12,27 @@ int WorldRank() {
   int r = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+Status AgreeAcrossWorld(const Status& local) {
+  const int mine = local ? 0 : local.error().exit_status();
+  int worst = 0;
+  PT_MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (worst == 0) return OkStatus();
+  const int rank = WorldRank();
+  const int me = local ? std::numeric_limits<int>::max() : rank;
+  int first = 0;
+  PT_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  Error e = local ? Error::Failure("rank " + std::to_string(first) + " failed") : local.error();
+  if (rank == first) {
+    std::fprintf(stderr, "pipetwin: %s%s\n",
+                 rank == 0 ? "" : ("rank " + std::to_string(rank) + ": ").c_str(),
+                 e.message.c_str());
+    std::fflush(stderr);
+  }
+  e.code = static_cast<ErrorCode>(worst);
+  e.said = true;
+  return e;
 }
 
 namespace {

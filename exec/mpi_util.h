@@ -13,6 +13,7 @@
 #include <string>
 
 #include "models/placement.h"
+#include "schedule/expected.h"
 
 namespace pipetwin::exec {
 
@@ -31,6 +32,14 @@ void CheckMpi(int rc, const char* call, const char* file, int line);
 #define PT_MPI_CHECK(call) ::pipetwin::exec::CheckMpi((call), #call, __FILE__, __LINE__)
 
 int WorldRank();
+
+// A collective over MPI_COMM_WORLD, for checks that every process makes before any other
+// communication (a job, its flags, the world mpirun started): if any process's `local` failed,
+// the lowest failing world rank prints "pipetwin: [rank R: ]MESSAGE" and every process returns
+// an error with the worst exit status and `said` set, so that all of them leave MPI cleanly
+// (MPI_Finalize, exit 2 for bad input). Aborting instead would race: a rank that aborts first
+// kills rank 0 before it prints.
+Status AgreeAcrossWorld(const Status& local);
 
 // The communicator of the job's own ranks: MPI_COMM_WORLD, or with parameter servers the
 // workers alone (exec/param_server.h's PsWorld sets it; world ranks and its ranks agree, the

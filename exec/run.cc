@@ -259,6 +259,17 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
                          "`run` (simulate models all three)");
   }
+  // A device's work runs behind the host's back: only the host backends slow a straggler.
+  if (cfg.stragglers.any() && opts.backend != "cpu" && opts.backend != "sleep") {
+    return cfg.source.At("execution.stragglers",
+                         "only the sleep and cpu backends apply stragglers; --backend " +
+                             opts.backend + " runs at the machine's speed");
+  }
+  if (opts.check_reference && opts.backend == "sleep") {
+    return Error::BadInput(
+        "--check-reference: --backend sleep computes no gradients to check "
+        "(use --backend cpu)");
+  }
   if (servers > 0) {
     if (Status s = CheckParameterServers(job, opts); !s) return s;
   }
@@ -475,7 +486,10 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   int world = 0;
   PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   const int servers = models::ParameterServerRanks(job.config.cluster, job.parallel());
-  if (Status s = CheckRunnable(job, opts, world, servers); !s) return s.error();
+  // Every process makes these checks alike, before any other communication: they agree.
+  if (Status s = AgreeAcrossWorld(CheckRunnable(job, opts, world, servers)); !s) {
+    return s.error();
+  }
   // With parameter servers the last `servers` world ranks serve; the rest run the job.
   const PsWorld ps(job.parallel().WorldSize(), servers, exe.timeout_s);
   if (ps.is_server()) {
@@ -498,17 +512,8 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   std::unique_ptr<Backend> backend = std::move(*made);
   if (job.config.stragglers.any() && backend->Computes()) {
     // The CPU backend computes on the host: a slow rank sleeps after each action
-    // (exec/straggler_backend.h). A device's work runs behind the host's back.
-    if (opts.backend != "cpu") {
-      return job.config.source.At("execution.stragglers",
-                                  "only the sleep and cpu backends apply stragglers; --backend " +
-                                      opts.backend + " runs at the machine's speed");
-    }
+    // (exec/straggler_backend.h); the sleep backend slows itself (CheckRunnable refuses the rest).
     backend = WrapStragglers(std::move(backend), job.config.stragglers, WorldRank());
-  }
-  if (opts.check_reference && !backend->Computes()) {
-    return Error::BadInput("--check-reference: --backend " + opts.backend +
-                           " computes no gradients to check (use --backend cpu)");
   }
   Engine engine(job.schedule, bc->pp_rank, WorldRank(), *backend,
                 EngineOptionsFor(job.config, *backend));

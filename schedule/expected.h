@@ -20,9 +20,16 @@ enum class ErrorCode { kBadInput = 2, kFailure = 1 };
 struct Error {
   std::string message;
   ErrorCode code = ErrorCode::kBadInput;
+  // Already printed, and every process of the run knows it failed (exec::AgreeAcrossWorld):
+  // the caller exits with exit_status() and prints nothing more.
+  bool said = false;
 
-  static Error BadInput(std::string msg) { return Error{std::move(msg), ErrorCode::kBadInput}; }
-  static Error Failure(std::string msg) { return Error{std::move(msg), ErrorCode::kFailure}; }
+  static Error BadInput(std::string msg) {
+    return Error{std::move(msg), ErrorCode::kBadInput, false};
+  }
+  static Error Failure(std::string msg) {
+    return Error{std::move(msg), ErrorCode::kFailure, false};
+  }
   int exit_status() const { return static_cast<int>(code); }
 };
 

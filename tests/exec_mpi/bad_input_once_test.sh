@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# bad_input_once_test.sh PIPETWIN JOBS_DIR MPIEXEC: bad input to `run` and `calibrate` on many
+# ranks exits 2 and says so exactly once, every time. Every rank finds the same fault; they
+# agree on it before anything else and leave through MPI_Finalize. (When rank 0 printed and every
+# rank called MPI_Abort, a rank that aborted first killed rank 0 before it printed: CI saw
+# "mpirun -np 8" refused with MPI_ABORT's text alone.) Each case runs REPS times.
+set -u
+bin=$1 jobs=$2 mpiexec=$3
+reps=${REPS:-6}
+bad=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+expect_once() {  # expect_once NP WANT_TEXT ARGS...
+  local np=$1 want=$2 out rc said i
+  shift 2
+  for i in $(seq "$reps"); do
+    out=$("$mpiexec" --oversubscribe -np "$np" "$bin" "$@" 2>&1)
+    rc=$?
+    said=$(grep -c '^pipetwin:' <<<"$out")
+    if [ "$rc" -ne 2 ] || [ "$said" -ne 1 ] || ! grep -qF -- "$want" <<<"$out" ||
+       grep -q MPI_ABORT <<<"$out"; then
+      echo "FAIL try $i: exit $rc, $said 'pipetwin:' lines, wanted exit 2, one line naming '$want': $*"
+      echo "$out" | head -5
+      bad=1
+      return
+    fi
+  done
+  echo "ok   $reps of $reps: exit 2, said once, naming '$want': -np $np $*"
+}
+# The world mpirun started does not fit the job (found inside RunJob, on every rank).
+expect_once 8 "use mpirun -np 4" run "$jobs/sleep-pp2-dp2.yaml" --backend sleep
+expect_once 8 "mpirun -np 10" run "$jobs/sleep-pp2-dp4-ps2.yaml" --backend sleep
+# The job file (found before RunJob) and the flags.
+expect_once 6 "cannot open" run "$jobs/no-such-job.yaml" --backend cpu
+expect_once 6 "--backend" run "$jobs/1f1b.yaml" --backend abacus
+expect_once 6 "cannot open" calibrate "$jobs/no-such-job.yaml" --backend cpu --out "$dir/profile.yaml"
+[ "$bad" -eq 0 ] && echo PASS
+exit "$bad"

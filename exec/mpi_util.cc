@@ -14,16 +14,17 @@ int WorldRank() {
   return r;
 }
 
-Status AgreeAcrossWorld(const Status& local) {
+Status AgreeAcross(MPI_Comm comm, const Status& local) {
   const int mine = local ? 0 : local.error().exit_status();
   int worst = 0;
-  PT_MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  PT_MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm));
   if (worst == 0) return OkStatus();
   const int rank = WorldRank();
   const int me = local ? std::numeric_limits<int>::max() : rank;
   int first = 0;
-  PT_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  Error e = local ? Error::Failure("rank " + std::to_string(first) + " failed") : local.error();
+  PT_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
+  Error e =
+      local ? Error::Failure("world rank " + std::to_string(first) + " failed") : local.error();
   if (rank == first) {
     std::fprintf(stderr, "pipetwin: %s%s\n",
                  rank == 0 ? "" : ("rank " + std::to_string(rank) + ": ").c_str(),

@@ -33,13 +33,14 @@ void CheckMpi(int rc, const char* call, const char* file, int line);
 
 int WorldRank();
 
-// A collective over MPI_COMM_WORLD, for checks that every process makes before any other
-// communication (a job, its flags, the world mpirun started): if any process's `local` failed,
-// the lowest failing world rank prints "pipetwin: [rank R: ]MESSAGE" and every process returns
-// an error with the worst exit status and `said` set, so that all of them leave MPI cleanly
-// (MPI_Finalize, exit 2 for bad input). Aborting instead would race: a rank that aborts first
-// kills rank 0 before it prints.
-Status AgreeAcrossWorld(const Status& local);
+// A collective over `comm`, for checks that every process of it makes alike before any other
+// communication (a job, its flags, the world mpirun started, the backend it configures): if any
+// process's `local` failed, the lowest failing rank prints "pipetwin: [rank R: ]MESSAGE" (R its
+// world rank) and every process returns an error with the worst exit status and `said` set, so
+// that all of them leave MPI cleanly (MPI_Finalize, exit 2 for bad input). Aborting instead
+// would race: a rank that aborts first kills rank 0 before it prints.
+Status AgreeAcross(MPI_Comm comm, const Status& local);
+inline Status AgreeAcrossWorld(const Status& local) { return AgreeAcross(MPI_COMM_WORLD, local); }
 
 // The communicator of the job's own ranks: MPI_COMM_WORLD, or with parameter servers the
 // workers alone (exec/param_server.h's PsWorld sets it; world ranks and its ranks agree, the

@@ -499,16 +499,21 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   world = job.parallel().WorldSize();
   auto groups = Groups::Split(models::RankLayout(job.parallel(), job.config.cluster.rank_order));
   auto bc = ConfigureBackend(job, *groups);
-  if (!bc) return bc.error();
-  bc->compute_ms = opts.compute_ms;
-  bc->test_cp_unmasked = opts.fault.Is(TestFault::Kind::kCpMask, WorldRank());
   std::unique_ptr<PsClient> ps_client;
-  if (ps.links().enabled()) {
-    ps_client = std::make_unique<PsClient>(ps.links());
-    bc->ps = ps_client.get();
+  Expected<std::unique_ptr<Backend>> made = Error::Failure("no backend configured");
+  if (bc) {
+    bc->compute_ms = opts.compute_ms;
+    bc->test_cp_unmasked = opts.fault.Is(TestFault::Kind::kCpMask, WorldRank());
+    if (ps.links().enabled()) {
+      ps_client = std::make_unique<PsClient>(ps.links());
+      bc->ps = ps_client.get();
+    }
+    made = MakeBackend(opts.backend, *bc);
   }
-  auto made = MakeBackend(opts.backend, *bc);
-  if (!made) return made.error();
+  // What the backend refuses (the model, the sleep backend's costs) is the same on every rank
+  // of the job: they agree, before the first step.
+  const Status configured = !bc ? Status(bc.error()) : !made ? Status(made.error()) : OkStatus();
+  if (Status s = AgreeAcross(JobComm(), configured); !s) return s.error();
   std::unique_ptr<Backend> backend = std::move(*made);
   if (job.config.stragglers.any() && backend->Computes()) {
     // The CPU backend computes on the host: a slow rank sleeps after each action

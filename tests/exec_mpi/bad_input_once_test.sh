@@ -30,6 +30,9 @@ expect_once() {  # expect_once NP WANT_TEXT ARGS...
 # The world mpirun started does not fit the job (found inside RunJob, on every rank).
 expect_once 8 "use mpirun -np 4" run "$jobs/sleep-pp2-dp2.yaml" --backend sleep
 expect_once 8 "mpirun -np 10" run "$jobs/sleep-pp2-dp4-ps2.yaml" --backend sleep
+# What the backend refuses (after the groups are made, before the first step).
+expect_once 2 "costs" run "$jobs/1f1b.yaml" --backend sleep
+expect_once 2 "parallel.tp" run "$jobs/tp2.yaml" --backend sleep
 # The job file (found before RunJob) and the flags.
 expect_once 6 "cannot open" run "$jobs/no-such-job.yaml" --backend cpu
 expect_once 6 "--backend" run "$jobs/1f1b.yaml" --backend abacus

@@ -31,7 +31,7 @@ struct MpiAllocationsNotLeaks {
 MpiSession::MpiSession() : uncaught_(std::uncaught_exceptions()) {
   int provided = 0;
   {
-    MpiAllocationsNotLeaks lsan;
+    [[maybe_unused]] MpiAllocationsNotLeaks lsan;
     PT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
   }
   PT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -43,7 +43,7 @@ MpiSession::~MpiSession() {
   // other ranks; main() prints the error and exits 1, and mpirun stops the ranks left.
   if (aborted_ || std::uncaught_exceptions() > uncaught_) return;
   try {
-    MpiAllocationsNotLeaks lsan;
+    [[maybe_unused]] MpiAllocationsNotLeaks lsan;
     PT_MPI_CHECK(MPI_Finalize());
   } catch (const MpiError& e) {
     std::fprintf(stderr, "pipetwin: %s\n", e.what());

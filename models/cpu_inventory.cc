@@ -15,10 +15,12 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t hl = h / c.tp;
   const std::int64_t fl = c.ffn_hidden / c.tp;
   const std::int64_t v = c.vocab;
-  // What the attention core saves beside qkv: the probabilities (cp = 1), or ring attention's
-  // output and log-sum-exp per row and head (cp > 1).
-  const std::int64_t probs = c.cp > 1 ? n * hl + n * (c.heads / c.tp)
-                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
+  // What the attention core saves beside qkv: the blocked (flash-style) attention's output and
+  // log-sum-exp per row and head (cp > 1, or recompute none or full), or the probabilities
+  // (selective recompute, which recomputes them in I).
+  const bool blocked = c.cp > 1 || c.recompute != Recompute::kSelective;
+  const std::int64_t probs = blocked ? n * hl + n * (c.heads / c.tp)
+                                     : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
   const std::int64_t layers = c.layers;
 
   std::int64_t params = 0;

@@ -50,7 +50,9 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   row_parallel.bias_rows = d.rows;
   proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
   fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
-  ring_attention_ = cp.cfg.size > 1;
+  // Blocked (flash-style) attention keeps out and log-sum-exp instead of the probabilities;
+  // selective recompute (cp = 1 only) recomputes CausalSelfAttention's probabilities.
+  ring_attention_ = cp.cfg.size > 1 || recompute != Recompute::kSelective;
   if (ring_attention_) {
     ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp);
   } else {

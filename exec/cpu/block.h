@@ -116,7 +116,7 @@ class TransformerBlock {
   Linear qkv_, proj_, fc1_, fc2_;
   CausalSelfAttention attn_;
   RingAttention ring_;
-  bool ring_attention_ = false;  // cp > 1
+  bool ring_attention_ = false;  // blocked attention: cp > 1, or recompute none or full
   Gelu gelu_;
   Dropout dropout_;
   int layer_ = 0;

@@ -44,16 +44,17 @@ Index GlobalChunk(const CpConfig& cp, int rank, int half) {
 
 }  // namespace
 
-void RingAttention::ForwardBlock(const Tensor& qkv, const Tensor& kv, int src, Tensor& m, Tensor& l,
-                                 Tensor& acc) const {
+void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src,
+                                 Tensor& m, Tensor& l, Tensor& acc) const {
   const Index hl = heads_ * head_dim_;
   const Index c = seq_ / 2;  // positions per chunk
+  const Index bs = std::min(c, kBlock);
   const Index ld_q = batch_ * 3 * hl;
-  const Index ld_kv = batch_ * 2 * hl;
+  const Index ld_kv = batch_ * kv_row;
   const Index ld_o = batch_ * hl;
   const Index ld_s = batch_ * heads_;  // m, l: [N, heads]
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  RowMatrix<float> sc(c, c);
+  RowMatrix<float> sc(bs, bs);
   for (int qh = 0; qh < 2; ++qh) {
     for (int kh = 0; kh < 2; ++kh) {
       const Pair pair =
@@ -62,29 +63,38 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const Tensor& kv, int src, T
       const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
       for (Index b = 0; b < batch_; ++b) {
         for (Index hd = 0; hd < heads_; ++hd) {
-          const float* q = qkv.data() + (qh * c * batch_ + b) * 3 * hl + hd * head_dim_;
-          const float* k = kv.data() + (kh * c * batch_ + b) * 2 * hl + hd * head_dim_;
-          const float* v = k + hl;
-          float* o = acc.data() + (qh * c * batch_ + b) * hl + hd * head_dim_;
-          float* mr = m.data() + (qh * c * batch_ + b) * heads_ + hd;
-          float* lr = l.data() + (qh * c * batch_ + b) * heads_ + hd;
-          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f, sc.data(),
-               c);
-          for (Index i = 0; i < c; ++i) {
-            const Index keys = masked ? i + 1 : c;
-            auto row = sc.row(i);
-            const float old_m = mr[i * ld_s];
-            const float new_m = std::max(old_m, row.head(keys).maxCoeff());
-            const float alpha = old_m == kNegInf ? 0.0f : std::exp(old_m - new_m);
-            row.head(keys) = (row.head(keys).array() - new_m).exp().matrix();
-            row.tail(c - keys).setZero();
-            lr[i * ld_s] = lr[i * ld_s] * alpha + row.head(keys).sum();
-            mr[i * ld_s] = new_m;
-            Eigen::Map<Eigen::RowVectorXf>(o + i * ld_o, head_dim_) *= alpha;
+          for (Index qi = 0; qi < c; qi += bs) {
+            const Index qn = std::min(bs, c - qi);
+            const Index qrow = (qh * c + qi) * batch_ + b;
+            const float* q = qkv.data() + qrow * 3 * hl + hd * head_dim_;
+            float* o = acc.data() + qrow * hl + hd * head_dim_;
+            float* mr = m.data() + qrow * heads_ + hd;
+            float* lr = l.data() + qrow * heads_ + hd;
+            // Key blocks after the query block are masked whole: skipped.
+            for (Index ki = 0; ki < c && (!masked || ki <= qi); ki += bs) {
+              const Index kn = std::min(bs, c - ki);
+              const bool triangle = masked && ki == qi;
+              const float* k = kv + ((kh * c + ki) * batch_ + b) * kv_row + hd * head_dim_;
+              const float* v = k + hl;
+              Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f,
+                   sc.data(), bs);
+              for (Index i = 0; i < qn; ++i) {
+                const Index keys = triangle ? i + 1 : kn;
+                auto row = sc.row(i).head(kn);
+                const float old_m = mr[i * ld_s];
+                const float new_m = std::max(old_m, row.head(keys).maxCoeff());
+                const float alpha = old_m == kNegInf ? 0.0f : std::exp(old_m - new_m);
+                row.head(keys) = (row.head(keys).array() - new_m).exp().matrix();
+                row.tail(kn - keys).setZero();
+                lr[i * ld_s] = lr[i * ld_s] * alpha + row.head(keys).sum();
+                mr[i * ld_s] = new_m;
+                Eigen::Map<Eigen::RowVectorXf>(o + i * ld_o, head_dim_) *= alpha;
+              }
+              // acc += P V
+              Gemm(Trans::kNo, Trans::kNo, qn, head_dim_, kn, 1.0f, sc.data(), bs, v, ld_kv, 1.0f,
+                   o, ld_o);
+            }
           }
-          // acc += P V
-          Gemm(Trans::kNo, Trans::kNo, c, head_dim_, c, 1.0f, sc.data(), c, v, ld_kv, 1.0f, o,
-               ld_o);
         }
       }
     }
@@ -98,8 +108,10 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   const int me = cp_.cfg.rank;
   assert(qkv.rows() == n && qkv.cols() == 3 * hl);
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
-  Tensor kv = PackKv(qkv, hl);
-  Tensor next = NewLike(qkv, n, 2 * hl);
+  // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
+  // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
+  Tensor kv = cp > 1 ? PackKv(qkv, hl) : Tensor();
+  Tensor next = cp > 1 ? NewLike(qkv, n, 2 * hl) : Tensor();
   Tensor acc = NewLike(qkv, n, hl);
   Tensor m = NewLike(qkv, n, heads_);
   Tensor l = NewLike(qkv, n, heads_);
@@ -111,7 +123,11 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
       hs = cp_.comm->SendNext(kv.span(), kKvTag);
       hr = cp_.comm->RecvPrev(next.span(), kKvTag);
     }
-    ForwardBlock(qkv, kv, (me - i + cp) % cp, m, l, acc);
+    if (cp > 1) {
+      ForwardBlock(qkv, kv.data(), 2 * hl, (me - i + cp) % cp, m, l, acc);
+    } else {
+      ForwardBlock(qkv, qkv.data() + hl, 3 * hl, me, m, l, acc);
+    }
     if (more) {
       cp_.comm->Wait(hs);
       cp_.comm->Wait(hr);
@@ -136,15 +152,17 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
 }
 
 void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta,
-                                  const Tensor& kv, int src, Tensor& dqkv, Tensor& dkv) const {
+                                  const float* kv, Index kv_row, int src, Tensor& dqkv,
+                                  float* dkv) const {
   const Index hl = heads_ * head_dim_;
   const Index c = seq_ / 2;
+  const Index bs = std::min(c, kBlock);
   const Index ld_q = batch_ * 3 * hl;
-  const Index ld_kv = batch_ * 2 * hl;
+  const Index ld_kv = batch_ * kv_row;  // K, V and their gradients alike
   const Index ld_o = batch_ * hl;
   const Index ld_s = batch_ * heads_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  RowMatrix<float> p(c, c), dp(c, c);
+  RowMatrix<float> p(bs, bs), dp(bs, bs);
   for (int qh = 0; qh < 2; ++qh) {
     for (int kh = 0; kh < 2; ++kh) {
       const Pair pair =
@@ -153,39 +171,49 @@ void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tens
       const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
       for (Index b = 0; b < batch_; ++b) {
         for (Index hd = 0; hd < heads_; ++hd) {
-          const Index qrow = qh * c * batch_ + b;
-          const Index krow = kh * c * batch_ + b;
-          const float* q = s.qkv.data() + qrow * 3 * hl + hd * head_dim_;
-          const float* k = kv.data() + krow * 2 * hl + hd * head_dim_;
-          const float* v = k + hl;
-          const float* dor = dout.data() + qrow * hl + hd * head_dim_;
-          const float* lse = s.lse.data() + qrow * heads_ + hd;
-          const float* dlt = delta.data() + qrow * heads_ + hd;
-          float* dq = dqkv.data() + qrow * 3 * hl + hd * head_dim_;
-          float* dk = dkv.data() + krow * 2 * hl + hd * head_dim_;
-          float* dv = dk + hl;
-          // P = exp(scale Q K^T − lse), the causal triangle on the diagonal pair.
-          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f, p.data(),
-               c);
-          for (Index i = 0; i < c; ++i) {
-            const Index keys = masked ? i + 1 : c;
-            p.row(i).head(keys) = (p.row(i).head(keys).array() - lse[i * ld_s]).exp().matrix();
-            p.row(i).tail(c - keys).setZero();
+          for (Index qi = 0; qi < c; qi += bs) {
+            const Index qn = std::min(bs, c - qi);
+            const Index qrow = (qh * c + qi) * batch_ + b;
+            const float* q = s.qkv.data() + qrow * 3 * hl + hd * head_dim_;
+            const float* dor = dout.data() + qrow * hl + hd * head_dim_;
+            const float* lse = s.lse.data() + qrow * heads_ + hd;
+            const float* dlt = delta.data() + qrow * heads_ + hd;
+            float* dq = dqkv.data() + qrow * 3 * hl + hd * head_dim_;
+            for (Index ki = 0; ki < c && (!masked || ki <= qi); ki += bs) {
+              const Index kn = std::min(bs, c - ki);
+              const bool triangle = masked && ki == qi;
+              const Index krow = (kh * c + ki) * batch_ + b;
+              const float* k = kv + krow * kv_row + hd * head_dim_;
+              const float* v = k + hl;
+              float* dk = dkv + krow * kv_row + hd * head_dim_;
+              float* dv = dk + hl;
+              // P = exp(scale Q K^T − lse), the causal triangle on the diagonal block.
+              Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f,
+                   p.data(), bs);
+              for (Index i = 0; i < qn; ++i) {
+                const Index keys = triangle ? i + 1 : kn;
+                auto row = p.row(i).head(kn);
+                row.head(keys) = (row.head(keys).array() - lse[i * ld_s]).exp().matrix();
+                row.tail(kn - keys).setZero();
+              }
+              // dV += P^T dOut; dP = dOut V^T.
+              Gemm(Trans::kYes, Trans::kNo, kn, head_dim_, qn, 1.0f, p.data(), bs, dor, ld_o, 1.0f,
+                   dv, ld_kv);
+              Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, 1.0f, dor, ld_o, v, ld_kv, 0.0f,
+                   dp.data(), bs);
+              // dS = P (dP − rowsum(dOut ∘ Out)), through the 1/sqrt(d) of the scores.
+              for (Index i = 0; i < qn; ++i) {
+                dp.row(i).head(kn) = (p.row(i).head(kn).array() *
+                                      (dp.row(i).head(kn).array() - dlt[i * ld_s]) * scale)
+                                         .matrix();
+              }
+              // dQ += dS K; dK += dS^T Q.
+              Gemm(Trans::kNo, Trans::kNo, qn, head_dim_, kn, 1.0f, dp.data(), bs, k, ld_kv, 1.0f,
+                   dq, ld_q);
+              Gemm(Trans::kYes, Trans::kNo, kn, head_dim_, qn, 1.0f, dp.data(), bs, q, ld_q, 1.0f,
+                   dk, ld_kv);
+            }
           }
-          // dV += P^T dOut; dP = dOut V^T.
-          Gemm(Trans::kYes, Trans::kNo, c, head_dim_, c, 1.0f, p.data(), c, dor, ld_o, 1.0f, dv,
-               ld_kv);
-          Gemm(Trans::kNo, Trans::kYes, c, c, head_dim_, 1.0f, dor, ld_o, v, ld_kv, 0.0f, dp.data(),
-               c);
-          // dS = P (dP − rowsum(dOut ∘ Out)), through the 1/sqrt(d) of the scores.
-          for (Index i = 0; i < c; ++i) {
-            dp.row(i) = (p.row(i).array() * (dp.row(i).array() - dlt[i * ld_s]) * scale).matrix();
-          }
-          // dQ += dS K; dK += dS^T Q.
-          Gemm(Trans::kNo, Trans::kNo, c, head_dim_, c, 1.0f, dp.data(), c, k, ld_kv, 1.0f, dq,
-               ld_q);
-          Gemm(Trans::kYes, Trans::kNo, c, head_dim_, c, 1.0f, dp.data(), c, q, ld_q, 1.0f, dk,
-               ld_kv);
         }
       }
     }
@@ -210,13 +238,15 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
     }
   }
   Tensor dqkv = NewLike(dout, n, 3 * hl);
-  Tensor kv = PackKv(s->qkv, hl);
-  Tensor next = NewLike(dout, n, 2 * hl);
-  Tensor own = NewLike(dout, n, 2 * hl);  // this rank's contribution to its own dK, dV
-  // Step i >= 1 computes into part[i % 2] and sends it on; the partial sum for the step
-  // after is received into recv[(i + 1) % 2] meanwhile.
-  Tensor part[2] = {NewLike(dout, n, 2 * hl), NewLike(dout, n, 2 * hl)};
-  Tensor recv[2] = {NewLike(dout, n, 2 * hl), NewLike(dout, n, 2 * hl)};
+  // Without a ring K and V are read, and dK and dV written, in place (in qkv and dqkv).
+  Tensor kv = cp > 1 ? PackKv(s->qkv, hl) : Tensor();
+  Tensor own = cp > 1 ? NewLike(dout, n, 2 * hl) : Tensor();  // this rank's part of its dK, dV
+  // The ring's buffers, only with a ring. Step i >= 1 computes into part[i % 2] and sends it
+  // on; the partial sum for the step after is received into recv[(i + 1) % 2] meanwhile.
+  const auto ring_buffer = [&] { return cp > 1 ? NewLike(dout, n, 2 * hl) : Tensor(); };
+  Tensor next = ring_buffer();
+  Tensor part[2] = {ring_buffer(), ring_buffer()};
+  Tensor recv[2] = {ring_buffer(), ring_buffer()};
   int sent[2] = {-1, -1};
   int received[2] = {-1, -1};
   for (int i = 0; i < cp; ++i) {
@@ -233,7 +263,11 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
       if (sent[i % 2] >= 0) cp_.comm->Wait(std::exchange(sent[i % 2], -1));
       target->mat().setZero();
     }
-    BackwardBlock(*s, dout, delta, kv, (me - i + cp) % cp, dqkv, *target);
+    if (cp > 1) {
+      BackwardBlock(*s, dout, delta, kv.data(), 2 * hl, (me - i + cp) % cp, dqkv, target->data());
+    } else {
+      BackwardBlock(*s, dout, delta, s->qkv.data() + hl, 3 * hl, me, dqkv, dqkv.data() + hl);
+    }
     if (i >= 1) {
       if (i >= 2) {
         cp_.comm->Wait(std::exchange(received[i % 2], -1));
@@ -254,7 +288,7 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   for (int& h : sent) {
     if (h >= 0) cp_.comm->Wait(std::exchange(h, -1));
   }
-  dqkv.mat().rightCols(2 * hl) = own.mat();
+  if (cp > 1) dqkv.mat().rightCols(2 * hl) = own.mat();
   s->qkv.Reset();
   s->out.Reset();
   s->lse.Reset();

@@ -18,6 +18,13 @@
 // Per layer and microbatch a rank sends (cp − 1) K/V blocks in F, and (cp − 1) K/V blocks plus
 // (cp − 1) dK/dV blocks in I: 3 (cp − 1) × N × 2 × hl floats (N local tokens, hl = h / tp).
 //
+// Within a chunk pair the work is blocked, flash-attention style: query and key blocks of at
+// most kBlock positions, one kBlock × kBlock score block at a time (never the s × s matrix);
+// on a diagonal pair the key blocks after a query block are skipped and the one on the diagonal
+// gets the causal triangle. With cp = 1 (no ring, no communication) this is the CPU backend's
+// attention for recompute none and full (selective recompute keeps CausalSelfAttention, whose
+// probabilities it recomputes).
+//
 // Saved between F and I (MemCategory::kActivations): the local qkv [N, 3 hl], the output
 // [N, hl] and the log-sum-exp [N, heads] (instead of cp = 1's probabilities).
 //
@@ -62,6 +69,7 @@ struct CpContext {
 
 class RingAttention {
  public:
+  static constexpr Index kBlock = 64;  // positions per query or key block
   struct Saved {
     Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows
     Tensor out;  // [N, hl], normalised
@@ -76,12 +84,14 @@ class RingAttention {
 
  private:
   // One K/V block (of the rank `src`) against this rank's queries: forward accumulation into
-  // the running maxima, sums and unnormalised output.
-  void ForwardBlock(const Tensor& qkv, const Tensor& kv, int src, Tensor& m, Tensor& l,
+  // the running maxima, sums and unnormalised output. kv points at the first row's K, V follows
+  // hl floats later; kv_row floats from one (position, batch) row to the next (2 hl packed for
+  // the ring, 3 hl in place in qkv).
+  void ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src, Tensor& m, Tensor& l,
                     Tensor& acc) const;
-  // Its backward: dQ += into dqkv, dK and dV of the block += into dkv.
-  void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const Tensor& kv,
-                     int src, Tensor& dqkv, Tensor& dkv) const;
+  // Its backward: dQ += into dqkv, dK and dV of the block += into dkv (laid out as kv).
+  void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const float* kv,
+                     Index kv_row, int src, Tensor& dqkv, float* dkv) const;
 
   Index batch_ = 0;
   Index seq_ = 0;  // local positions (two chunks)

@@ -352,10 +352,11 @@ TEST(CpuChunk, AccountantMatchesInventory) {
                   OptimizerStateBytes(OptimizerKind::kSgd, inv.params, 0.9f));
   }
   // A hand count for one block chunk in the middle, tp = 1: N = 16 tokens, h = 16, ffn = 32,
-  // 4 heads, S = 8, B = 2. F saves N(8h + 2ffn + 2) + B*heads*S^2 floats; W keeps N(8h + 2ffn).
+  // 4 heads, S = 8, B = 2. F saves N(8h + 2ffn + 2) floats, and the blocked attention's output
+  // and log-sum-exp, N h + N heads (not the B heads S^2 probabilities); W keeps N(8h + 2ffn).
   const ChunkInventory one = PredictChunkMemory(
       m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false}, TpConfig{});
-  EXPECT_EQ(one.activations_full, 4u * (16 * (8 * 16 + 2 * 32 + 2) + 2 * 4 * 8 * 8));
+  EXPECT_EQ(one.activations_full, 4u * (16 * (8 * 16 + 2 * 32 + 2) + 16 * 16 + 16 * 4));
   EXPECT_EQ(one.activations_pending_w, 4u * (16 * (8 * 16 + 2 * 32)));
   EXPECT_EQ(one.activations_i_transient, 4u * 16 * 16);
 }

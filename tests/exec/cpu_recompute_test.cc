@@ -297,12 +297,13 @@ TEST(CpuRecompute, AccountantMatchesInventoryUnderTp) {
 }
 
 // A hand count for one block in the middle, tp = 1: N = R = 16 tokens, h = 16, ffn = 32, 4
-// heads, S = 8, B = 2. Stored, the block saves N(8h + 2 ffn + 2) + B heads S^2 = 3104 + 512
-// floats; selective drops the 512 probabilities; full keeps the N h = 256 input floats. W keeps
-// N(8h + 2 ffn) = 3072 floats in every mode. Inside I: full first holds the recomputed block and
-// its input (3616 + 256 − 256 freed after: peak +3616 over the input it starts from); selective
-// peaks at the attention core's recompute: N h (fc2 dy) + N h (proj dy) − (N h + N) (LN2 freed)
-// + 512 = 752 floats above its start.
+// heads, S = 8, B = 2. Stored (recompute none), the block saves N(8h + 2 ffn + 2) = 3104 floats
+// and the blocked attention's output and log-sum-exp, N h + N heads = 320; selective keeps
+// CausalSelfAttention, whose B heads S^2 = 512 probabilities it drops and recomputes; full keeps
+// the N h = 256 input floats. W keeps N(8h + 2 ffn) = 3072 floats in every mode. Inside I: full
+// first holds the recomputed block and its input (3424 + 256 − 256 freed after: peak +3424 over
+// the input it starts from); selective peaks at the attention core's recompute: N h (fc2 dy) +
+// N h (proj dy) − (N h + N) (LN2 freed) + 512 = 752 floats above its start.
 TEST(CpuRecompute, InventoryHandCount) {
   const ModelConfig m = SmallModel();
   const ChunkSpec mid{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
@@ -312,13 +313,13 @@ TEST(CpuRecompute, InventoryHandCount) {
   const ChunkInventory n = PredictChunkMemory(m, mid, TpConfig{});
   const ChunkInventory s = PredictChunkMemory(m, sel, TpConfig{});
   const ChunkInventory f = PredictChunkMemory(m, full, TpConfig{});
-  EXPECT_EQ(n.activations_full, 4u * (3104 + 512));
+  EXPECT_EQ(n.activations_full, 4u * (3104 + 320));
   EXPECT_EQ(s.activations_full, 4u * 3104);
   EXPECT_EQ(f.activations_full, 4u * 256);
   for (const ChunkInventory* i : {&n, &s, &f}) EXPECT_EQ(i->activations_pending_w, 4u * 3072);
   EXPECT_EQ(n.activations_i_transient, 4u * 256);
   EXPECT_EQ(s.activations_i_transient, 4u * 752);
-  EXPECT_EQ(f.activations_i_transient, 4u * 3616);
+  EXPECT_EQ(f.activations_i_transient, 4u * 3424);
   EXPECT_EQ(n.params, f.params);
 }
 

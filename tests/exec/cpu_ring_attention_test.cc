@@ -111,8 +111,8 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 }
 
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
-void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal) {
-  const Index batch = 2, seq = 12 * cp, heads = 2, d = 8, hl = heads * d;
+void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12) {
+  const Index batch = 2, seq = per_rank * cp, heads = 2, d = 8, hl = heads * d;
   const Index n = batch * seq;
   Accountant ref_acc;
   Tensor qkv(ref_acc, MemCategory::kWorkspace, n, 3 * hl);
@@ -187,6 +187,14 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal) {
 
 TEST(RingAttention, EqualsUnsplitAttention) {
   for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true);
+}
+
+// cp = 1 is the CPU backend's attention (no ring): blocks of kBlock positions, the last one
+// short (600 positions: chunks of 300 = 128 + 128 + 44), and under cp 2 (chunks of 150).
+TEST(RingAttention, BlockedEqualsUnsplitAttention) {
+  CheckAgainstUnsplit(1, false, true);
+  CheckAgainstUnsplit(1, false, true, 600);
+  CheckAgainstUnsplit(2, false, true, 300);
 }
 
 TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) { CheckAgainstUnsplit(2, true, false); }

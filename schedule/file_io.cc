@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +25,29 @@ std::string DirOf(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+// The longest file name the directory of `path` takes (NAME_MAX: 255 on Linux file systems).
+std::size_t NameMax(const std::string& path) {
+  const long n = ::pathconf(DirOf(path).c_str(), _PC_NAME_MAX);
+  return n > 0 ? static_cast<std::size_t>(n) : 255;
+}
+
+// An output path the file system cannot hold, as bad input: a file name longer than the
+// directory takes, or a path longer than PATH_MAX. `what` names the path in the message.
+Status CheckNameLengths(const std::string& path, const std::string& what) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t base = slash == std::string::npos ? path.size() : path.size() - slash - 1;
+  if (base > NameMax(path)) {
+    return Error::BadInput(what + ": the file name is " + std::to_string(base) +
+                           " bytes long; its directory takes at most " +
+                           std::to_string(NameMax(path)));
+  }
+  if (path.size() >= PATH_MAX) {
+    return Error::BadInput(what + ": the path is " + std::to_string(path.size()) +
+                           " bytes long; at most " + std::to_string(PATH_MAX - 1) + " are allowed");
+  }
+  return OkStatus();
 }
 
 // A name suffix no other writer is likely to pick; O_EXCL makes a clash harmless anyway.
@@ -164,9 +189,16 @@ Expected<TempFile> CreateTempFor(const std::string& path) {
     return Error::BadInput(path + ": cannot write: it exists and is not a regular file" +
                            (S_ISDIR(st.st_mode) ? " (a directory: give a file path)" : ""));
   }
+  if (Status s = CheckNameLengths(path, path); !s) return s.error();
+  // The temporary is the target's name and a suffix, its name cut so that the whole still fits
+  // the directory (a target name of up to NAME_MAX bytes stays writable).
+  const std::size_t slash = path.find_last_of('/');
+  const std::size_t base_at = slash == std::string::npos ? 0 : slash + 1;
+  const std::size_t keep = std::min(path.size() - base_at, NameMax(path) - 7);
+  const std::string stem = path.substr(0, base_at + keep);
   TempFile t;
   for (int attempt = 0; attempt < 100 && t.fd < 0; ++attempt) {
-    t.name = path + "." + RandomSuffix();
+    t.name = stem + "." + RandomSuffix();
     t.fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (t.fd < 0 && errno != EEXIST) {
       return Error::Failure(
@@ -219,6 +251,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& contents) {
 
 Status CheckOutputPath(const std::string& path, const std::string& option) {
   if (path.empty()) return Error::BadInput(option + ": the output path is empty");
+  if (Status s = CheckNameLengths(path, option + ": " + path); !s) return s;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
@@ -243,6 +276,18 @@ Status CheckOutputPath(const std::string& path, const std::string& option) {
 Status CheckOutputDir(const std::string& dir, const std::string& option) {
   if (dir.empty()) return Error::BadInput(option + ": the output folder is empty");
   namespace fs = std::filesystem;
+  for (const fs::path& part : fs::path(dir)) {
+    if (part.native().size() > NAME_MAX) {
+      return Error::BadInput(option + ": " + dir + ": a folder name is " +
+                             std::to_string(part.native().size()) + " bytes long; at most " +
+                             std::to_string(NAME_MAX) + " are allowed");
+    }
+  }
+  if (dir.size() >= PATH_MAX - NAME_MAX) {
+    return Error::BadInput(option + ": " + dir + ": the path is " + std::to_string(dir.size()) +
+                           " bytes long; a folder's path may have at most " +
+                           std::to_string(PATH_MAX - NAME_MAX - 1) + " (its files' names follow)");
+  }
   // The folder itself, else its nearest ancestor that exists: what the writes will go into.
   fs::path p = fs::path(dir).lexically_normal();
   if (!p.has_filename() && p.has_relative_path()) p = p.parent_path();  // "out/"

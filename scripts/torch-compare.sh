@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # torch-compare.sh — the CPU backend's step time against PyTorch's pipeline runtime (issue 17).
 #
-#   scripts/torch-compare.sh [OUT.md] [ROUNDS]   (default results/torch-compare.md, 3 rounds)
+#   scripts/torch-compare.sh [OUT.md] [ROUNDS]   (default results/cpu-vs-torch.md, 3 rounds)
 #
 # The GEMM-bound GPT of bench/jobs/gemm-bound-pp2.yaml (8 layers, hidden 512, ffn 2048, seq 256,
 # micro-batch 2, 8 microbatches, 2 pipeline ranks, Adam, fp32, one thread per rank) runs on
@@ -13,7 +13,7 @@
 # Needs a built pipetwin ($PIPETWIN_BIN) and the torch venv of scripts/torch-interop.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-results/torch-compare.md}
+out=${1:-results/cpu-vs-torch.md}
 rounds=${2:-3}
 venv=${PIPETWIN_TORCH_VENV:-/work/.venv-torch}
 bin=${PIPETWIN_BIN:-build/default/apps/pipetwin}

@@ -124,5 +124,35 @@ TEST_F(FileIo, ChecksOutputPaths) {
   EXPECT_FALSE(SamePath((dir_ / "a").string(), (dir_ / "b").string()));
 }
 
+// fuzz_cli found `schedule job.yaml --csv <a 300-byte name>` exiting 1 (the temporary could
+// not be created: ENAMETOOLONG). A name or path the file system cannot hold is bad input,
+// named before any work; a name of exactly NAME_MAX bytes still writes (its temporary's name
+// is cut to fit), and leaves nothing else behind.
+TEST_F(FileIo, NamesTooLongAreBadInputAndTheLongestStillWrites) {
+  const long name_max = ::pathconf(dir_.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 8);
+  const auto longest = static_cast<std::size_t>(name_max);
+  const std::string too_long = (dir_ / std::string(longest + 1, 'x')).string();
+  const auto checked = CheckOutputPath(too_long, "--csv");
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(checked.error().message.find("--csv"), std::string::npos);
+  const Status written = WriteFileAtomic(too_long, "x");
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.error().code, ErrorCode::kBadInput);
+  std::string very_deep = dir_.string();
+  while (very_deep.size() < 5000) very_deep += "/d";
+  EXPECT_EQ(CheckOutputPath(very_deep + "/r.json", "--report").error().code, ErrorCode::kBadInput);
+  EXPECT_EQ(CheckOutputDir(very_deep, "--out").error().code, ErrorCode::kBadInput);
+  EXPECT_EQ(CheckOutputDir((dir_ / std::string(longest + 1, 'd')).string(), "--out").error().code,
+            ErrorCode::kBadInput);
+
+  const fs::path exact = dir_ / std::string(longest, 'y');
+  ASSERT_TRUE(CheckOutputPath(exact.string(), "--csv").ok());
+  ASSERT_TRUE(WriteFileAtomic(exact.string(), "whole").ok());
+  EXPECT_EQ(Slurp(exact), "whole");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
 }  // namespace
 }  // namespace pipetwin

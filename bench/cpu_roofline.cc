@@ -10,7 +10,7 @@
 // blocks of the issue-17 model (hidden 512, ffn 2048, 8 heads, seq 256, micro-batch 2): a middle
 // stage of bench/jobs/gemm-bound-pp2.yaml without its embedding or head. FLOPs are the cost
 // model's (models/layer_costs.h, Narayanan et al.), the attention core's scaled to the share of
-// the causal scores that the backend's blocked attention computes (3/4 at seq 256). Counters:
+// the causal scores that the backend's blocked attention computes (5/8 at seq 256). Counters:
 // GFLOP/s over wall-clock time, GFLOP/s_cpu over this thread's CPU time (what the core did while
 // the thread held it: the machine may be shared), and of_attainable = GFLOP/s_cpu over
 // attainable_GFLOP/s_cpu, the better of OpenBLAS and Eigen on the 512 x 512 x 2048 GEMM (best of 5

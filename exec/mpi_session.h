@@ -28,10 +28,16 @@ class MpiSession {
   // the error's exit status (which it returns, should MPI_Abort return).
   int Abort(const Error& e, bool print);
 
-  // How a command leaves on an error: one that every process agreed on (Error::said, from
-  // AgreeAcrossWorld in exec/mpi_util.h) was printed already and returns its exit status, and
-  // the destructor finalises MPI on every process; any other error aborts the world (Abort).
-  int Fail(const Error& e, bool print) { return e.said ? e.exit_status() : Abort(e, print); }
+  // How a command leaves on an error. One that every process agreed on (Error::said, from
+  // AgreeAcrossWorld in exec/mpi_util.h) was printed already: the destructor finalises MPI on
+  // every process, and only the rank that printed it exits with its status (mpirun's status);
+  // the others exit 0. Open MPI aborts the job at the first non-zero exit, which could kill the
+  // printing rank before its output is forwarded; a rank's own output is forwarded before its
+  // exit is handled. Any other error aborts the world (Abort).
+  int Fail(const Error& e, bool print) {
+    if (!e.said) return Abort(e, print);
+    return e.said_by == rank_ ? e.exit_status() : 0;
+  }
 
   // Rank 0's `status`, on every rank.
   int BroadcastStatus(int status);

@@ -33,6 +33,7 @@ Status AgreeAcross(MPI_Comm comm, const Status& local) {
   }
   e.code = static_cast<ErrorCode>(worst);
   e.said = true;
+  e.said_by = first;
   return e;
 }
 

@@ -36,9 +36,10 @@ int WorldRank();
 // A collective over `comm`, for checks that every process of it makes alike before any other
 // communication (a job, its flags, the world mpirun started, the backend it configures): if any
 // process's `local` failed, the lowest failing rank prints "pipetwin: [rank R: ]MESSAGE" (R its
-// world rank) and every process returns an error with the worst exit status and `said` set, so
-// that all of them leave MPI cleanly (MPI_Finalize, exit 2 for bad input). Aborting instead
-// would race: a rank that aborts first kills rank 0 before it prints.
+// world rank) and every process returns an error with the worst exit status, `said` set and
+// `said_by` that rank, so that all of them leave MPI cleanly (MPI_Finalize; MpiSession::Fail:
+// the printing rank exits 2 for bad input, the others 0). Aborting instead would race: a rank
+// that aborts first kills rank 0 before it prints.
 Status AgreeAcross(MPI_Comm comm, const Status& local);
 inline Status AgreeAcrossWorld(const Status& local) { return AgreeAcross(MPI_COMM_WORLD, local); }
 

@@ -21,14 +21,15 @@ struct Error {
   std::string message;
   ErrorCode code = ErrorCode::kBadInput;
   // Already printed, and every process of the run knows it failed (exec::AgreeAcrossWorld):
-  // the caller exits with exit_status() and prints nothing more.
+  // the caller prints nothing more. said_by: the world rank that printed it.
   bool said = false;
+  int said_by = -1;
 
   static Error BadInput(std::string msg) {
-    return Error{std::move(msg), ErrorCode::kBadInput, false};
+    return Error{std::move(msg), ErrorCode::kBadInput, false, -1};
   }
   static Error Failure(std::string msg) {
-    return Error{std::move(msg), ErrorCode::kFailure, false};
+    return Error{std::move(msg), ErrorCode::kFailure, false, -1};
   }
   int exit_status() const { return static_cast<int>(code); }
 };

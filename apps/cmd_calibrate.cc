@@ -76,16 +76,14 @@ int CmdCalibrate(int argc, char** argv) {
   }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
-  // Bad input is the same on every process: they agree on it first (one says it, every one
-  // exits 2 through MPI_Finalize; exec/mpi_util.h). Any later failure stops every rank.
+  // Bad input is the same on every process: they agree on it first; one says it and exits 2,
+  // every one leaves through MPI_Finalize (exec/mpi_util.h). Any later failure stops every rank.
   std::optional<ResolvedJob> job;
   const Status ready = [&]() -> Status {
     if (!args) return args.error();
-    auto loaded = LoadJob(args->job);
+    auto loaded = LoadJobToExecute(args->job);
     if (!loaded) return loaded.error();
     job.emplace(std::move(*loaded));
-    // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
-    if (auto t = SizeRunTimeout(*job); !t) return t.error();
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);

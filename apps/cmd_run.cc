@@ -138,6 +138,14 @@ int PrintRun(const ResolvedJob& job, const RunArgs& args, const exec::RunResult&
 
 }  // namespace
 
+Expected<ResolvedJob> LoadJobToExecute(const std::string& path) {
+  auto job = LoadJob(path);
+  if (!job) return job.error();
+  // No execution.timeout_s in the job: 10 × the predicted step + a margin.
+  if (auto t = SizeRunTimeout(*job); !t) return t.error();
+  return job;
+}
+
 int CmdRun(int argc, char** argv) {
   bool help = false;
   auto args = ParseRun(argc, argv, &help);
@@ -149,12 +157,12 @@ int CmdRun(int argc, char** argv) {
   }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
-  // Bad input is the same on every process: they agree on it first (one says it, every one
-  // exits 2 through MPI_Finalize; exec/mpi_util.h).
+  // Bad input is the same on every process: they agree on it first; one says it and exits 2,
+  // every one leaves through MPI_Finalize (exec/mpi_util.h).
   std::optional<ResolvedJob> job;
   const Status ready = [&]() -> Status {
     if (!args) return args.error();
-    auto loaded = LoadJob(args->job);
+    auto loaded = LoadJobToExecute(args->job);
     if (!loaded) return loaded.error();
     job.emplace(std::move(*loaded));
     if (!args->profile_in.empty()) {
@@ -163,8 +171,6 @@ int CmdRun(int argc, char** argv) {
       if (Status st = CheckProfileMatchesJob(*profile, *job, args->profile_in); !st) return st;
       args->opts.compute_ms = std::move(profile->medians);
     }
-    // No execution.timeout_s in the job: 10 × the predicted step + a margin (sim/simulate.h).
-    if (auto t = SizeRunTimeout(*job); !t) return t.error();
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);

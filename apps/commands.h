@@ -5,6 +5,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
+
+#include "job/job.h"
 
 namespace pipetwin {
 
@@ -18,6 +21,10 @@ int RunMain(int argc, char** argv);
 // Returns nothing when this program runs the backend itself; otherwise the exit status
 // (1, "built without CUDA" where pipetwin-cuda is absent; execv failed otherwise).
 std::optional<int> HandOverBackend(int argc, char** argv);  // handover.cc
+
+// The job `run` and `calibrate` execute: loaded and resolved, its execution.timeout_s sized
+// from the predicted step when the job leaves it out (sim/simulate.h). cmd_run.cc.
+Expected<ResolvedJob> LoadJobToExecute(const std::string& path);
 
 int CmdSimulate(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedule(int argc, char** argv);   // cmd_simulate.cc

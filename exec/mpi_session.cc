@@ -2,10 +2,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "exec/mpi_util.h"
 
@@ -63,6 +65,15 @@ int MpiSession::Abort(const Error& e, bool print) {
   } catch (const MpiError& err) {
     std::fprintf(stderr, "pipetwin: %s\n", err.what());
   }
+  return e.exit_status();
+}
+
+int MpiSession::Fail(const Error& e, bool print) {
+  if (!e.said) return Abort(e, print);
+  if (e.said_by != rank_) return 0;
+  int size = 1;
+  PT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if (size > 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   return e.exit_status();
 }
 

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "apps/commands.h"
 #include "exec/backend_registry.h"
@@ -19,37 +21,33 @@ std::optional<int> HandOverBackend(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--backend") == 0) backend = argv[i + 1];
   }
-  if (backend.empty() || exec::BackendRegistered(backend)) return std::nullopt;
-  // Under mpirun every rank gets here: one message is enough.
+  // Only --backend cuda hands over; any other unknown name is refused after MPI starts, where
+  // the ranks agree on it and one says it (exec/run.cc, CheckRunnable).
+  if (backend != "cuda" || exec::BackendRegistered(backend)) return std::nullopt;
+  // Under mpirun every rank gets here, before MPI: rank 0 says it and exits 1, after a moment
+  // for mpirun to forward its message; the others exit 0 (Open MPI ends the job at the first
+  // non-zero exit and can drop output it has not forwarded yet).
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (env_rank == nullptr) env_rank = std::getenv("PMI_RANK");
   const bool print = env_rank == nullptr || std::strcmp(env_rank, "0") == 0;
-  if (backend != "cuda") {
-    std::string known;
-    for (const std::string& n : exec::RegisteredBackends()) known += n + " or ";
-    if (print) {
-      std::fprintf(stderr, "pipetwin: --backend: must be %scuda, got '%s'\n", known.c_str(),
-                   backend.c_str());
-    }
-    return 2;
-  }
+  const auto fail = [&](const std::string& message) {
+    if (!print) return 0;
+    std::fprintf(stderr, "pipetwin: %s\n", message.c_str());
+    std::fflush(stderr);
+    if (env_rank != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return 1;
+  };
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::filesystem::path cuda = self.parent_path() / "pipetwin-cuda";
   if (ec || ::access(cuda.c_str(), X_OK) != 0) {
-    if (print) {
-      std::fprintf(stderr,
-                   "pipetwin: built without CUDA: there is no %s (configure with the CUDA "
-                   "toolkit and PIPETWIN_WITH_CUDA=ON to use --backend cuda)\n",
-                   ec ? "pipetwin-cuda next to this program" : cuda.c_str());
-    }
-    return 1;
+    return fail(std::string("built without CUDA: there is no ") +
+                (ec ? "pipetwin-cuda next to this program" : cuda.string()) +
+                " (configure with the CUDA toolkit and PIPETWIN_WITH_CUDA=ON to use --backend "
+                "cuda)");
   }
   ::execv(cuda.c_str(), argv);
-  const int err = errno;
-  if (print)
-    std::fprintf(stderr, "pipetwin: cannot start %s: %s\n", cuda.c_str(), std::strerror(err));
-  return 1;
+  return fail("cannot start " + cuda.string() + ": " + std::strerror(errno));
 }
 
 }  // namespace pipetwin

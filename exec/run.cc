@@ -240,6 +240,7 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
   if (!BackendRegistered(opts.backend)) {
     std::string known;
     for (const std::string& n : RegisteredBackends()) known += (known.empty() ? "" : " or ") + n;
+    if (!BackendRegistered("cuda")) known += " or cuda";  // pipetwin-cuda, handed over to
     return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
   }
   const ParallelConfig& par = cfg.parallel;

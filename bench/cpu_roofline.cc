@@ -164,6 +164,7 @@ enum Kind : std::int64_t { kF = 0, kI = 1, kW = 2 };
 void BM_StageAction(benchmark::State& state) {
   const auto kind = static_cast<Kind>(state.range(0));
   const double attainable = AttainableGflops();
+  cpu::RetainFreedMemory();  // as the CPU backend does
   cpu::SetGemmThreads(1);
   const cpu::ModelConfig model = StageModel();
   const int layers = 4;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "exec/cpu/gemm.h"
+#include "exec/cpu/memory.h"
 #include "models/comm.h"
 
 namespace pipetwin::exec {
@@ -107,6 +108,7 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
              .noise = 0.0f}),
       p2p_(cfg.pp_comm, cfg.microbatches),
       dp_reduce_(cfg.grad_comm, cfg.grad_size, cfg.timeout_s) {
+  cpu::RetainFreedMemory();
   cpu::SetGemmThreads(cfg_.threads);  // execution.threads (default 1: ranks share the cores)
   if (cfg_.tp.size > 1) tp_coll_ = std::make_unique<MpiCollectives>(cfg_.tp_comm, cfg_.timeout_s);
   if (cfg_.cp.size > 1) cp_ring_ = std::make_unique<MpiRing>(cfg_.cp_comm, cfg_.timeout_s);

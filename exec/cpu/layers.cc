@@ -23,11 +23,17 @@ Tensor NewLike(const Tensor& like, Index rows, Index cols) {
   assert(like.accountant() != nullptr);
   return Tensor(*like.accountant(), MemCategory::kWorkspace, rows, cols);
 }
+// For results the caller writes whole before reading (GEMM outputs with beta 0, elementwise
+// and row-wise results).
+Tensor NewOutputLike(const Tensor& like, Index rows, Index cols) {
+  assert(like.accountant() != nullptr);
+  return Tensor(*like.accountant(), MemCategory::kWorkspace, rows, cols, Uninitialized{});
+}
 
 }  // namespace
 
 Tensor Copy(const Tensor& t) {
-  Tensor c = NewLike(t, t.rows(), t.cols());
+  Tensor c = NewOutputLike(t, t.rows(), t.cols());
   c.mat() = t.mat();
   return c;
 }
@@ -37,7 +43,7 @@ Tensor Copy(const Tensor& t) {
 
 Tensor Linear::Forward(Tensor x, Saved* s) const {
   assert(x.cols() == w_.rows);
-  Tensor y = NewLike(x, x.rows(), w_.cols);
+  Tensor y = NewOutputLike(x, x.rows(), w_.cols);
   Gemm(Trans::kNo, Trans::kNo, x.rows(), w_.cols, w_.rows, 1.0f, x.data(), x.cols(), w_.value,
        w_.cols, 0.0f, y.data(), y.cols());
   if (opt_.bias_in_forward) AddBias(y);
@@ -52,7 +58,7 @@ void Linear::AddBias(Tensor& y) const {
 
 Tensor Linear::BackwardInput(Tensor dy, Saved* s) const {
   assert(dy.cols() == w_.cols);
-  Tensor dx = NewLike(dy, dy.rows(), w_.rows);
+  Tensor dx = NewOutputLike(dy, dy.rows(), w_.rows);
   Gemm(Trans::kNo, Trans::kYes, dy.rows(), w_.rows, w_.cols, 1.0f, dy.data(), dy.cols(), w_.value,
        w_.cols, 0.0f, dx.data(), dx.cols());
   s->dy = Keep(std::move(dy));
@@ -77,9 +83,9 @@ void Linear::BackwardWeight(Saved* s) const {
 Tensor LayerNorm::Forward(const Tensor& x, Saved* s) const {
   const Index n = x.rows();
   const Index h = x.cols();
-  Tensor y = NewLike(x, n, h);
-  Tensor xhat = NewLike(x, n, h);
-  Tensor rstd = NewLike(x, n, 1);
+  Tensor y = NewOutputLike(x, n, h);
+  Tensor xhat = NewOutputLike(x, n, h);
+  Tensor rstd = NewOutputLike(x, n, 1);
   const auto gamma = RowVecMap(gamma_.value, h);
   const auto beta = RowVecMap(beta_.value, h);
   const float inv_h = 1.0f / static_cast<float>(h);
@@ -101,7 +107,7 @@ Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
   const Index n = dy.rows();
   const Index h = dy.cols();
   assert(s->xhat.rows() == n && s->xhat.cols() == h);
-  Tensor dx = NewLike(dy, n, h);
+  Tensor dx = NewOutputLike(dy, n, h);
   const auto gamma = RowVecMap(gamma_.value, h);
   const float inv_h = 1.0f / static_cast<float>(h);
   Eigen::RowVectorXf dxhat(h);
@@ -248,7 +254,7 @@ void GeluBackward(const float* x, const float* dy, float* dx, Index n) {
 }
 
 Tensor Gelu::Forward(Tensor x, Saved* s) const {
-  Tensor y = NewLike(x, x.rows(), x.cols());
+  Tensor y = NewOutputLike(x, x.rows(), x.cols());
   GeluForward(x.data(), y.data(), x.size());
   s->x = Keep(std::move(x));
   return y;
@@ -256,7 +262,7 @@ Tensor Gelu::Forward(Tensor x, Saved* s) const {
 
 Tensor Gelu::BackwardInput(const Tensor& dy, Saved* s) const {
   assert(dy.size() == s->x.size());
-  Tensor dx = NewLike(dy, dy.rows(), dy.cols());
+  Tensor dx = NewOutputLike(dy, dy.rows(), dy.cols());
   GeluBackward(s->x.data(), dy.data(), dx.data(), dy.size());
   s->x.Reset();
   return dx;

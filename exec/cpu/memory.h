@@ -12,6 +12,8 @@
 // Counted bytes are exactly rows * cols * sizeof(T) (alignment padding is not counted).
 #pragma once
 
+#include <malloc.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cassert>
@@ -33,19 +35,25 @@ using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMaj
 using MatMap = Eigen::Map<RowMatrix<float>>;
 using ConstMatMap = Eigen::Map<const RowMatrix<float>>;
 
-// An owning, accounted, zero-initialised 2-D array (row-major). Move-only.
+// Tag for a Buffer whose every element the caller writes before reading (a GEMM output with
+// beta 0, an elementwise result): no zero-fill pass over memory that is about to be written.
+struct Uninitialized {};
+
+// An owning, accounted, zero-initialised (unless Uninitialized) 2-D array (row-major).
+// Move-only.
 template <class T>
 class Buffer {
  public:
   Buffer() = default;
   Buffer(Accountant& acc, MemCategory cat, Index rows, Index cols)
+      : Buffer(acc, cat, rows, cols, Uninitialized{}) {
+    std::fill(data_, data_ + size(), T{});
+  }
+  Buffer(Accountant& acc, MemCategory cat, Index rows, Index cols, Uninitialized)
       : acc_(&acc), cat_(cat), rows_(rows), cols_(cols) {
     assert(rows >= 0 && cols >= 0);
     const std::size_t n = static_cast<std::size_t>(rows * cols);
-    if (n > 0) {
-      data_ = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kAlign}));
-      std::fill(data_, data_ + n, T{});
-    }
+    if (n > 0) data_ = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kAlign}));
     acc_->Add(cat_, bytes());
   }
   Buffer(const Buffer&) = delete;
@@ -111,6 +119,17 @@ class Buffer {
   Index rows_ = 0;
   Index cols_ = 0;
 };
+
+// The process keeps what it frees for its next allocations: glibc's malloc would otherwise
+// map blocks above its mmap threshold afresh and return the top of its heap above the trim
+// threshold, so a step's large activations and workspaces would be page-faulted and zeroed
+// by the kernel again in every microbatch. The resident set stays at its high-water mark (as
+// PyTorch's caching allocator keeps it); the accounted bytes are unaffected. Once per process,
+// before the first step (the CPU backend and the roofline bench).
+inline void RetainFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);  // blocks below 256 MiB come from the heap
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);    // and the heap is not trimmed below 1 GiB free
+}
 
 using Tensor = Buffer<float>;
 using IntTensor = Buffer<std::int32_t>;

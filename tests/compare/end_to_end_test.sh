@@ -40,10 +40,15 @@ print(f"rates: F+I+W x microbatches = {total:.6g} FLOPs = report's hardware FLOP
 PY
 "$mpirun" --oversubscribe -np 2 "$pipetwin" run "$job" --backend cpu --report "$dir/m.json" \
   --trace "$dir/m.trace.json"
-out=$("$pipetwin" compare "$dir/p.json" "$dir/m.json" --out "$dir/cmp" --no-plots)
+out=$("$pipetwin" compare "$dir/p.json" "$dir/m.json" --out "$dir/cmp" --no-plots \
+  --profile "$dir/profile.yaml")
 echo "$out"
 echo "$out" | grep -q "communication bytes: equal"
 grep -q "| iteration_time_ms | all | ms |" "$dir/cmp/errors.md"
+# Where time goes: F, I, W of both stages with a rate and a share of the roofline; OPT without.
+grep -q "^### Where time goes$" "$dir/cmp/errors.md"
+[ "$(grep -cE '^\| [01] \| [FIW] \| [0-9.]+ \| [0-9.e+-]+ \| [0-9.]+ \| [0-9.]+% \|$' "$dir/cmp/errors.md")" -eq 6 ]
+grep -qE '^\| 1 \| OPT \| [0-9.]+ \| – \| – \| – \|$' "$dir/cmp/errors.md"
 head -1 "$dir/cmp/errors.csv" | grep -q "^metric,rank,unit,predicted,measured,difference,relative_error,ok$"
 # Interleaved (what validate does): one run, calibration steps between the measured ones.
 # The job asks 5 steps: 5 measured, 5 calibration, so 5 jitter rows of 2 pipeline ranks.
@@ -111,6 +116,12 @@ for path, labels in ((sys.argv[1], ["pp2-1f1b", "pp2-zb-h1"]), (sys.argv[2], ["p
             assert 0.5 < float(r["predicted_ms"]) / float(r["replay_ms"]) < 2.0, r
 PY
 grep -q "run --calibrate" "$dir/val/summary.md"
+# validate passes each set's profile to compare: its errors.md shows where time goes (1f1b and
+# gpipe run a fused B).
+for md in "$dir/val/pp2-1f1b/errors.md" "$dir/val2/pp2-gpipe/errors.md"; do
+  grep -q "^### Where time goes$" "$md"
+  grep -qE '^\| 1 \| B \| [0-9.]+ \| [0-9.e+-]+ \| [0-9.]+ \| [0-9.]+% \|$' "$md"
+done
 # The plots (scripts/plot.py, Debian's python3-matplotlib from scripts/deps.sh).
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   /usr/bin/python3 "$(dirname "$0")/../../scripts/plot.py" "$dir/val"

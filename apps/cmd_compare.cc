@@ -1,5 +1,5 @@
-// `pipetwin compare PREDICTED.json MEASURED.json --out DIR`: the error table and the plots
-// (workflow/compare_files.h).
+// `pipetwin compare PREDICTED.json MEASURED.json --out DIR [--profile PROFILE.yaml]`: the error
+// table (with a calibration profile, "Where time goes") and the plots (workflow/compare_files.h).
 #include <cstdio>
 #include <string>
 
@@ -15,8 +15,12 @@ int CmdCompare(int argc, char** argv) {
   o.add_options()("out", Text(), "the folder for the tables (required)")(
       "predicted-trace", Text(), "the predicted trace, copied for the plots")(
       "measured-trace", Text(), "the measured trace, copied for the plots")(
-      "tolerance", Text(), "allowed relative error in [0, 1] (default 0.05)")(
-      "title", Text(), "the table's title")("no-plots", po::bool_switch(), "write the tables only");
+      "tolerance", Text(), "allowed relative error in [0, 1] (default 0.05)")("title", Text(),
+                                                                              "the table's title")(
+      "profile", Text(),
+      "a calibration profile: errors.md gains \"Where time goes\" (per stage and action: "
+      "median, GFLOP, GFLOP/s, % of its roofline)")("no-plots", po::bool_switch(),
+                                                    "write the tables only");
   auto a =
       ParseArgs(argc, argv,
                 {"compare", "pipetwin compare PREDICTED.json MEASURED.json --out DIR [options]",
@@ -33,15 +37,20 @@ int CmdCompare(int argc, char** argv) {
   r.predicted_trace = a->Get("predicted-trace");
   r.measured_trace = a->Get("measured-trace");
   r.title = a->Get("title");
+  r.profile = a->Get("profile");
+  if (a->Has("profile") && r.profile.empty()) {
+    return Fail(Error::BadInput("--profile: needs a calibration profile's path"));
+  }
   if (r.dir.empty()) return Fail(Error::BadInput("compare: --out DIR is required"));
-  if (Status s = CheckOutputFolder("--out", r.dir,
-                                   {{"errors.md", ""},
-                                    {"errors.csv", ""},
-                                    {"predicted.json", r.predicted},
-                                    {"measured.json", r.measured},
-                                    {"predicted.trace.json", r.predicted_trace},
-                                    {"measured.trace.json", r.measured_trace}},
-                                   {r.predicted, r.measured, r.predicted_trace, r.measured_trace});
+  if (Status s = CheckOutputFolder(
+          "--out", r.dir,
+          {{"errors.md", ""},
+           {"errors.csv", ""},
+           {"predicted.json", r.predicted},
+           {"measured.json", r.measured},
+           {"predicted.trace.json", r.predicted_trace},
+           {"measured.trace.json", r.measured_trace}},
+          {r.predicted, r.measured, r.predicted_trace, r.measured_trace, r.profile});
       !s) {
     return Fail(s.error());
   }
@@ -59,6 +68,9 @@ int CmdCompare(int argc, char** argv) {
               c->memory_equal ? "equal" : "DIFFERS", c->memory_rows,
               c->bytes_equal ? "equal" : "DIFFER", c->bytes_rows);
   std::printf("table: %s/errors.md, %s/errors.csv\n", r.dir.c_str(), r.dir.c_str());
+  if (!r.profile.empty()) {
+    std::printf("where time goes (from %s): %s/errors.md\n", r.profile.c_str(), r.dir.c_str());
+  }
   if (!a->Has("no-plots")) workflow::RunPlots(r.dir, {});
   return 0;
 }

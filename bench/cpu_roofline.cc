@@ -16,7 +16,6 @@
 // attainable_GFLOP/s_cpu, the better of OpenBLAS and Eigen on the 512 x 512 x 2048 GEMM (best of 5
 // each, thread CPU time), measured once per run before the first action.
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,73 +26,46 @@
 #include "exec/cpu/chunk.h"
 #include "exec/cpu/gemm.h"
 #include "exec/cpu/ring_attention.h"
+#include "exec/cpu/roofline.h"
 #include "models/layer_costs.h"
 #include "models/model.h"
 
 namespace pipetwin {
 namespace {
 
-// C[m, n] = A[m, k] B[k, n] with m = 512 tokens, k = 512, n = 2048 (fc1 of the model above).
-constexpr cpu::Index kM = 512, kK = 512, kN = 2048;
-constexpr double kGemmFlops = 2.0 * kM * kN * kK;
+using cpu::GemmImpl;
+using cpu::ThreadSeconds;
 
-struct GemmOperands {
-  std::vector<float> a, b, c;
-  GemmOperands() : a(kM * kK), b(kK * kN), c(kM * kN, 0.0f) {
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = cpu::NormalFromKey(i);
-    for (std::size_t i = 0; i < b.size(); ++i) b[i] = cpu::NormalFromKey(i + a.size());
-  }
-};
-
-// This thread's CPU time in seconds.
-double ThreadSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Thread CPU seconds of one product.
-double GemmSeconds(bool eigen, GemmOperands& g) {
-  const double t0 = ThreadSeconds();
-  (eigen ? cpu::EigenGemm : cpu::Gemm)(cpu::Trans::kNo, cpu::Trans::kNo, kM, kN, kK, 1.0f,
-                                       g.a.data(), kK, g.b.data(), kN, 0.0f, g.c.data(), kN);
-  return ThreadSeconds() - t0;
-}
-
-void GemmBench(benchmark::State& state, bool eigen) {
+// The 512 x 512 x 2048 GEMM and the triad are exec/cpu/roofline.h's, as `pipetwin calibrate`
+// measures them for its profile's `roofline:`.
+void GemmBench(benchmark::State& state, GemmImpl impl) {
   cpu::SetGemmThreads(1);
-  GemmOperands g;
+  cpu::GemmOperands g;
   double cpu = 0;
   for (auto _ : state) {
-    cpu += GemmSeconds(eigen, g);
+    cpu += cpu::GemmSeconds(impl, g);
     benchmark::DoNotOptimize(g.c.data());
   }
-  const double flops = kGemmFlops * static_cast<double>(state.iterations());
+  const double flops = cpu::kRooflineGemmFlops * static_cast<double>(state.iterations());
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s_cpu"] = flops * 1e-9 / cpu;
-  state.SetLabel(eigen ? "Eigen, this build's flags" : cpu::GemmLibrary());
+  state.SetLabel(impl == GemmImpl::kEigen ? "Eigen, this build's flags" : cpu::GemmLibrary());
 }
-void BM_GemmOpenBLAS(benchmark::State& state) { GemmBench(state, false); }
-void BM_GemmEigen(benchmark::State& state) { GemmBench(state, true); }
+void BM_GemmOpenBLAS(benchmark::State& state) { GemmBench(state, GemmImpl::kBackend); }
+void BM_GemmEigen(benchmark::State& state) { GemmBench(state, GemmImpl::kEigen); }
 BENCHMARK(BM_GemmOpenBLAS)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_GemmEigen)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 // Triad a = b + s c over 3 x 64 MiB (far beyond the caches); 12 bytes per element moved.
 void BM_MemoryTriad(benchmark::State& state) {
-  const std::size_t n = std::size_t{16} << 20;
-  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+  cpu::TriadArrays t(cpu::kTriadElementsBench);
   double cpu = 0;
   for (auto _ : state) {
-    const double t0 = ThreadSeconds();
-    float* pa = a.data();
-    const float* pb = b.data();
-    const float* pc = c.data();
-    for (std::size_t i = 0; i < n; ++i) pa[i] = pb[i] + 0.5f * pc[i];
-    benchmark::DoNotOptimize(a.data());
+    cpu += cpu::TriadSeconds(t);
+    benchmark::DoNotOptimize(t.a.data());
     benchmark::ClobberMemory();
-    cpu += ThreadSeconds() - t0;
   }
-  const double gb = 12.0 * static_cast<double>(n) * 1e-9 * static_cast<double>(state.iterations());
+  const double gb = t.bytes() * 1e-9 * static_cast<double>(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
   state.counters["GB/s_cpu"] = gb / cpu;
 }
@@ -104,13 +76,7 @@ BENCHMARK(BM_MemoryTriad)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime
 double AttainableGflops() {
   static const double rate = [] {
     cpu::SetGemmThreads(1);
-    GemmOperands g;
-    double best = 1e30;
-    for (const bool eigen : {false, true}) {
-      GemmSeconds(eigen, g);  // warm up
-      for (int i = 0; i < 5; ++i) best = std::min(best, GemmSeconds(eigen, g));
-    }
-    return kGemmFlops / best * 1e-9;
+    return std::max(cpu::GemmGflops(GemmImpl::kBackend, 5), cpu::GemmGflops(GemmImpl::kEigen, 5));
   }();
   return rate;
 }

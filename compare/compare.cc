@@ -165,4 +165,48 @@ std::string ComparisonCsv(const Comparison& c, double tolerance) {
   return o.str();
 }
 
+std::string WhereTimeGoesMarkdown(const WhereTimeGoes& w) {
+  std::ostringstream o;
+  char b[256];
+  o << "### Where time goes\n\n"
+    << "From the calibration profile `" << w.profile << "`"
+    << (w.backend.empty() ? std::string() : " (backend " + w.backend + ")")
+    << ": per stage and compute action, the median time, the cost model's FLOPs of one rank "
+       "(its TP x CP group) in one microbatch's action, the rate achieved";
+  if (w.roofline_gflops > 0) {
+    std::snprintf(b, sizeof b,
+                  ", and that rate as a share of the profile's roofline (one core's fp32 GEMM: "
+                  "%.1f GFLOP/s",
+                  w.roofline_gflops);
+    o << b;
+    if (w.roofline_gb_s > 0) {
+      std::snprintf(b, sizeof b, "; memory %.1f GB/s", w.roofline_gb_s);
+      o << b;
+    }
+    o << ")";
+  }
+  o << ". FLOPs follow the cost model's convention (every GEMM and the non-causal attention "
+       "core; I and B include a forward recomputed under training.recompute); the rates are "
+       "over the actions' wall-clock medians.\n\n";
+  o << "| stage | action | median ms | GFLOP / microbatch | GFLOP/s | % of roofline |\n";
+  o << "|---:|:-:|---:|---:|---:|---:|\n";
+  for (const ActionRate& r : w.rows) {
+    std::string gflop = "–", rate = "–", share = "–";
+    if (r.gflops > 0) {
+      std::snprintf(b, sizeof b, "%.4g", r.gflops * r.ms * 1e-3);
+      gflop = b;
+      std::snprintf(b, sizeof b, "%.2f", r.gflops);
+      rate = b;
+      if (w.roofline_gflops > 0) {
+        std::snprintf(b, sizeof b, "%.1f%%", 100.0 * r.gflops / w.roofline_gflops);
+        share = b;
+      }
+    }
+    std::snprintf(b, sizeof b, "%.3f", r.ms);
+    o << "| " << r.stage << " | " << KindName(r.kind) << " | " << b << " | " << gflop << " | "
+      << rate << " | " << share << " |\n";
+  }
+  return o.str();
+}
+
 }  // namespace pipetwin

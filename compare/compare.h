@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/action.h"
 #include "schedule/expected.h"
 #include "schedule/report.h"
 
@@ -52,5 +53,25 @@ Expected<Comparison> CompareReports(const Report& predicted, const Report& measu
 std::string ComparisonMarkdown(const Comparison& c, const std::string& title, double tolerance);
 // CSV with a header: metric,rank,unit,predicted,measured,difference,relative_error,ok.
 std::string ComparisonCsv(const Comparison& c, double tolerance);
+
+// "Where time goes" (`pipetwin compare --profile`): a calibration profile's compute actions, one
+// row per stage and kind, in stage order.
+struct ActionRate {
+  int stage = 0;
+  ActionKind kind = ActionKind::kForward;  // F, I, W, B or OPT
+  double ms = 0;                           // the median of the action
+  double gflops = 0;                       // the rate it achieved (GFLOP/s); 0: not known
+};
+struct WhereTimeGoes {
+  std::string profile;         // the profile's path, named in the text
+  std::string backend;         // as the profile states it; may be empty
+  double roofline_gflops = 0;  // the profile's roofline.gemm_gflops; 0: none
+  double roofline_gb_s = 0;    // roofline.memory_gb_s; 0: none
+  std::vector<ActionRate> rows;
+};
+// Markdown: a "Where time goes" section (### heading), a sentence on where the numbers come
+// from and a table: stage, action, median ms, GFLOP per microbatch (= GFLOP/s x ms / 1000),
+// achieved GFLOP/s and its share of the roofline's GEMM rate ("–" where not known).
+std::string WhereTimeGoesMarkdown(const WhereTimeGoes& w);
 
 }  // namespace pipetwin

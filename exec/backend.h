@@ -89,6 +89,14 @@ struct GradReduction {
   std::int64_t bytes_sent = 0;
 };
 
+// What one core of the host attains (exec/cpu/roofline.h): the fp32 GEMM rate on a
+// 512 x 512 x 2048 product through the backend's GEMM and a triad's memory bandwidth, one
+// thread, over its CPU time. Calibrate writes it as the profile's `roofline:`.
+struct Roofline {
+  double gemm_gflops = 0;
+  double memory_gb_s = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -136,6 +144,10 @@ class Backend {
   // After the engine's RunStep: waits for work the backend still has in flight and may
   // replace the engine's host times of compute events by device times (CUDA).
   virtual void FinishStep(std::vector<TimelineEvent>& events) { (void)events; }
+  // The roofline its compute actions are set against, measured now (under half a second;
+  // calibrate calls it after the steps, on one rank); nothing where the host core's rates say
+  // nothing of its actions (sleep, CUDA).
+  virtual std::optional<Roofline> MeasureRoofline() { return std::nullopt; }
 };
 
 }  // namespace pipetwin::exec

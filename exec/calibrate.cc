@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "exec/mpi_util.h"
 #include "exec/run.h"
 #include "models/comm.h"
+#include "models/costs.h"
 #include "models/training.h"
 #include "schedule/build.h"
 #include "schedule/stats.h"
@@ -90,8 +92,10 @@ struct Measurements {
   std::vector<double> stage;  // [stage][Field], -1 where not measured
   std::array<double, kNumScalars> scalar{};
   std::vector<std::pair<std::int64_t, double>> p2p_samples;  // (bytes, one-way ms), root only
-  std::vector<double> jitter;    // [calibration step][pipeline rank] speed factors
-  std::vector<double> step_sum;  // this rank's compute time of each calibration step
+  std::vector<double> jitter;        // [calibration step][pipeline rank] speed factors
+  std::vector<double> step_sum;      // this rank's compute time of each calibration step
+  bool computes = true;              // the backend computes (the sleep backend only sleeps)
+  std::optional<Roofline> roofline;  // root only, where the backend has one
   explicit Measurements(int stages)
       : num_stages(stages), stage(static_cast<std::size_t>(stages * kNumFields), -1.0) {
     scalar.fill(-1.0);
@@ -330,6 +334,10 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
   const auto& p2p_samples = m.p2p_samples;
   const auto& jitter = m.jitter;
   const ParallelConfig& par = job.parallel();
+  // Each measured compute kind's rate: the cost model's FLOPs of one rank (models/costs.h)
+  // over the median, where the job names a model and the backend computes.
+  const bool rates = job.model_costs.has_value() && m.computes &&
+                     static_cast<int>(job.model_costs->stages.size()) == num_stages;
   std::ostringstream y;
   y << "# pipetwin calibration profile, measured by `pipetwin calibrate --backend " << opts.backend
     << "`.\n"
@@ -348,10 +356,15 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
     << ", sp: " << (par.sp ? "true" : "false") << "}\n"
     << "recompute: " << models::ToString(job.config.training.recompute)
     << "   # training.recompute: backward_input_ms includes the recomputed forward\n"
+    << (rates ? "# stages[].*_gflops: the cost model's FLOPs of one rank of the stage (its TP x CP "
+                "group) in one\n# microbatch's action over the action's median, in GFLOP/s.\n"
+              : "")
     << "stages:\n";
   const char* names[kNumFields] = {"forward_ms",   "backward_input_ms", "backward_weight_ms",
                                    "backward_ms",  "optimizer_ms",      "transfer_bytes",
                                    "dp_reduce_ms", "dp_reduce_bytes",   "(dp_allreduce)"};
+  const char* rate_names[] = {"forward_gflops", "backward_input_gflops", "backward_weight_gflops",
+                              "backward_gflops"};
   for (int s = 0; s < num_stages; ++s) {
     y << "  - {stage: " << s;
     for (int f = 0; f < kNumFields; ++f) {
@@ -360,6 +373,16 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
       y << ", " << names[f] << ": "
         << (f == kTransferBytes || f == kDpBytes ? std::to_string(static_cast<std::int64_t>(v))
                                                  : Num(v));
+    }
+    if (rates) {
+      const models::StageCost& c = job.model_costs->stages[static_cast<std::size_t>(s)];
+      const double flops[] = {c.forward_flops, c.backward_input_flops, c.backward_weight_flops,
+                              c.backward_input_flops + c.backward_weight_flops};
+      for (int f = kF; f <= kB; ++f) {
+        const double ms = stage[static_cast<std::size_t>(s * kNumFields + f)];
+        if (ms <= 0 || flops[f] <= 0) continue;
+        y << ", " << rate_names[f] << ": " << Num(flops[f] / (ms * 1e6));
+      }
     }
     y << "}\n";
   }
@@ -370,6 +393,13 @@ std::string ProfileYaml(const ResolvedJob& job, const CalibrateOptions& opts, in
     << "   # from a step's start to its first action\n"
     << "sync_ms: " << Num(scalar[kSync])
     << "   # before the optimizer: local gradient norm, all-reduced over all ranks\n";
+  if (m.roofline) {
+    y << "# One core, one thread, over its CPU time, after the steps: a 512 x 512 x 2048 fp32 "
+         "GEMM\n"
+      << "# through the backend's GEMM, and a triad over 64 MiB (best of 3 each).\n"
+      << "roofline: {gemm_gflops: " << Num(m.roofline->gemm_gflops)
+      << ", memory_gb_s: " << Num(m.roofline->memory_gb_s) << "}\n";
+  }
   if (scalar[kLatency] >= 0) {
     y << "p2p:\n"
       << "  latency_ms: " << Num(scalar[kLatency]) << "\n"
@@ -444,6 +474,10 @@ Expected<CalibrateResult> Calibrate(const ResolvedJob& job_in, const CalibrateOp
     MeasureP2p(ctx, reps, m);
     MeasureSync(ctx, reps, timeout_s, job.config.optimizer_sync, m);
     ReduceOverRanks(ctx, pp_rank, m);
+    m.computes = ctx.backend.Computes();
+    // Last, after every step and collective of calibration, on the rank that writes the
+    // profile alone (the others go on to gather the steps' records and wait there).
+    if (WorldRank() == 0) m.roofline = ctx.backend.MeasureRoofline();
     return OkStatus();
   };
 

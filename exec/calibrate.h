@@ -11,8 +11,13 @@
 //     among them), fitted to latency + bytes / bandwidth;
 //  3. the data-parallel all-reduce of each stage's gradients, in the job's DP group;
 //  4. the all-rank reduction before the optimizer step (optimizer_sync) and the fixed cost of
-//     starting a step (zeroing gradients, drawing the data).
-// Per stage, the slowest replica (over DP and TP ranks) is kept. The profile format is read
+//     starting a step (zeroing gradients, drawing the data);
+//  5. last, on world rank 0 alone, the backend's roofline (Backend::MeasureRoofline: on the
+//     CPU backend one core's GEMM rate and memory bandwidth, exec/cpu/roofline.h).
+// Per stage, the slowest replica (over DP and TP ranks) is kept. Where the job names a model
+// and the backend computes, each measured kind's rate is written beside its median: the cost
+// model's FLOPs of one rank in that action (models::StageCost::forward_flops, ...; B = I + W)
+// over the median, in GFLOP/s. The profile format is read
 // by sim/profile.h (which documents every key); exec/ and sim/ never include each other, so
 // the format is the contract, pinned by tests/compare.
 //

@@ -47,6 +47,7 @@ class StragglerBackend final : public Backend {
   std::vector<float> StageGrads(int stage) const override { return inner_->StageGrads(stage); }
   bool Computes() const override { return inner_->Computes(); }
   void FinishStep(std::vector<TimelineEvent>& events) override { inner_->FinishStep(events); }
+  std::optional<Roofline> MeasureRoofline() override { return inner_->MeasureRoofline(); }
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -410,21 +410,31 @@ void StageCompute(const Shared& j, StageCost& sc) {
   sc.cp_bytes_per_microbatch = std::llround(L * j.layer.cp_bytes);
 }
 
-// Stage phase: model and hardware FLOPs of one microbatch (the logits on the last stage).
+// Stage phase: model and hardware FLOPs of one microbatch (the logits on the last stage), in
+// total over the TP x CP group and, by action kind, on one of its ranks.
 void StageFlops(const Shared& j, StageCost& sc) {
   const double L = sc.layers;
   const LayerFlops& fl = j.full_fl;
+  // Per action, summed over the group: the layers, the recomputed forward (RecomputeFlops is
+  // per rank) in I, and the logit GEMM (forward, its dX in I, its dW in W).
+  double f = L * fl.F(), i = L * fl.I() + L * j.layer_recompute_fl * j.group, w = L * fl.W();
   double hw_flops = L * (fl.F() + fl.I() + fl.W()) + L * j.layer_recompute_fl * j.group;
   double model_flops = L * 3 * fl.F();
   if (sc.has_output) {
     const ModelConfig& m = j.c.m;
     const double logits_fl = 2.0 * j.c.t.micro_batch * m.seq_len * m.hidden * m.vocab;
+    f += logits_fl;
+    i += logits_fl;
+    w += logits_fl;
     hw_flops += 3 * logits_fl;
     model_flops += 3 * logits_fl;
   }
   sc.model_flops_per_microbatch = model_flops;
   sc.hardware_flops_per_microbatch = hw_flops;
   sc.model_flops_per_microbatch_per_device = model_flops / j.group;
+  sc.forward_flops = f / j.group;
+  sc.backward_input_flops = i / j.group;
+  sc.backward_weight_flops = w / j.group;
 }
 
 // Stage phase, memory inventory: the parameters this rank holds and the activations one

@@ -66,6 +66,13 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   double model_flops_per_microbatch = 0;             // Narayanan et al.: F + B, no recompute
   double hardware_flops_per_microbatch = 0;          // what runs, recompute included
   double model_flops_per_microbatch_per_device = 0;  // the above / (tp x cp)
+  // The hardware FLOPs of ONE rank of the TP x CP group, by action: F, I (the input gradient,
+  // with training.recompute's recomputed forward) and W (the weight gradient); a fused B runs
+  // I + W. Same convention as the fields above (Narayanan et al.: every GEMM and the non-causal
+  // attention core; the embedding lookup has none; the last stage's logit GEMM in each), so
+  // (forward_flops + backward_input_flops + backward_weight_flops) x tp x cp equals
+  // hardware_flops_per_microbatch. What calibrate divides by the measured medians (GFLOP/s).
+  double forward_flops = 0, backward_input_flops = 0, backward_weight_flops = 0;
 
   std::int64_t params = 0;  // parameters this rank holds for the stage before ZeRO
   std::int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, comm_buffer_bytes = 0;

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "models/costs.h"
 #include "schedule/file_io.h"
+#include "schedule/quote.h"
 #include "schedule/stats.h"
 #include "schedule/yaml_fields.h"
 #include "sim/model_costs.h"
@@ -19,11 +22,30 @@ namespace {
 constexpr double kMaxMs = 1e9;
 constexpr long long kMaxBytes = 1LL << 50;
 constexpr double kMaxStepMs = 1e12;  // as job/resolve.cc: about 31 years
+constexpr double kMaxRate = 1e18;    // GFLOP/s or GB/s: far beyond any machine
 
 struct StageProfile {
   double f = -1, i = -1, w = -1, b = -1, opt = -1, dp_ms = 0;
   std::int64_t transfer_bytes = 0, dp_bytes = 0;
 };
+
+// An informational rate: a finite number > 0.
+Expected<double> Rate(const YamlFields& f, const YAML::Node& node, const std::string& key,
+                      const char* unit) {
+  auto v = f.Number(node, key, -kMaxRate, kMaxRate);
+  if (v && *v > 0) return *v;
+  const std::string shown = !node.IsDefined() || node.IsNull() ? "nothing"
+                            : node.IsScalar()                  ? Quoted(node.Scalar())
+                            : node.IsSequence()                ? "a list"
+                                                               : "a mapping";
+  return f.At(node, key,
+              std::string("must be a number in (0, 1e+18] (") + unit + "), got " + shown);
+}
+
+// The whole parse; without a schedule (`sched` null) what needs the job is not checked and
+// the cost table is left empty.
+Expected<Profile> Parse(const std::string& yaml_text, const std::string& path,
+                        const Schedule* sched, const ActionMedians* replace);
 
 }  // namespace
 
@@ -36,6 +58,23 @@ Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
 
 Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,
                                const Schedule& s, const ActionMedians* replace) {
+  return Parse(yaml_text, path, &s, replace);
+}
+
+Expected<Profile> LoadProfileWithoutJob(const std::string& path, const std::string& option) {
+  auto text = ReadInputFile(path, "the profile (" + option + ")");
+  if (!text) return text.error();
+  return ParseProfileWithoutJob(*text, path);
+}
+
+Expected<Profile> ParseProfileWithoutJob(const std::string& yaml_text, const std::string& path) {
+  return Parse(yaml_text, path, nullptr, nullptr);
+}
+
+namespace {
+
+Expected<Profile> Parse(const std::string& yaml_text, const std::string& path,
+                        const Schedule* sched, const ActionMedians* replace) {
   YamlFields f{path};
   YAML::Node root;
   try {
@@ -48,7 +87,7 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
   if (Status st = f.CheckKeys(
           root, "profile",
           {"version", "backend", "job", "schedule", "microbatches", "parallel", "stages", "engine",
-           "sync_ms", "p2p", "dp_allreduce", "jitter", "recompute"});
+           "sync_ms", "p2p", "dp_allreduce", "jitter", "recompute", "roofline"});
       !st) {
     return st.error();
   }
@@ -62,10 +101,10 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     if (p["pp"]) {
       auto pp = f.Int(p["pp"], "parallel.pp", 1, 1 << 20);
       if (!pp) return pp.error();
-      if (*pp != s.num_ranks) {
+      if (sched != nullptr && *pp != sched->num_ranks) {
         return f.At(p["pp"], "parallel.pp",
                     "the profile was measured with pp " + std::to_string(*pp) +
-                        ", the job has pp " + std::to_string(s.num_ranks) +
+                        ", the job has pp " + std::to_string(sched->num_ranks) +
                         " (calibrate the job itself)");
       }
     }
@@ -76,31 +115,58 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     if (!r) return r.error();
     recompute = *r;
   }
-
-  // Which compute kinds each stage runs.
-  std::vector<std::set<ActionKind>> runs(static_cast<std::size_t>(s.num_stages));
-  for (const auto& prog : s.programs) {
-    for (const Action& a : prog) {
-      if (IsCompute(a.kind)) runs[static_cast<std::size_t>(a.stage)].insert(a.kind);
+  std::string backend;
+  if (root["backend"] && root["backend"].IsScalar()) backend = root["backend"].Scalar();
+  std::optional<ProfileRoofline> roofline;
+  if (const YAML::Node r = root["roofline"]; r) {
+    if (Status st = f.CheckKeys(r, "roofline", {"gemm_gflops", "memory_gb_s"}); !st) {
+      return st.error();
+    }
+    if (!r.IsMap()) return f.At(r, "roofline", "must be a mapping {gemm_gflops, memory_gb_s}");
+    roofline.emplace();
+    for (const auto& [name, out, unit] :
+         {std::tuple{"gemm_gflops", &roofline->gemm_gflops, "GFLOP/s"},
+          std::tuple{"memory_gb_s", &roofline->memory_gb_s, "GB/s"}}) {
+      if (!r[name]) continue;
+      auto v = Rate(f, r[name], std::string("roofline.") + name, unit);
+      if (!v) return v.error();
+      *out = *v;
     }
   }
 
   const YAML::Node stages = root["stages"];
   if (!stages) return f.At(root, "stages", "required: one entry per model chunk");
-  if (!stages.IsSequence() || static_cast<int>(stages.size()) != s.num_stages) {
+  if (!stages.IsSequence() ||
+      (sched != nullptr && static_cast<int>(stages.size()) != sched->num_stages)) {
     return f.At(stages, "stages",
-                "must list " + std::to_string(s.num_stages) +
-                    " stages (one per model chunk of this schedule), got " +
-                    (stages.IsSequence() ? std::to_string(stages.size()) : "no list"));
+                sched == nullptr
+                    ? std::string("must be a list, one entry per model chunk")
+                    : "must list " + std::to_string(sched->num_stages) +
+                          " stages (one per model chunk of this schedule), got " +
+                          (stages.IsSequence() ? std::to_string(stages.size()) : "no list"));
   }
-  std::vector<StageProfile> sp(static_cast<std::size_t>(s.num_stages));
+  const int num_stages = static_cast<int>(stages.size());
+
+  // Which compute kinds each stage runs (with a schedule).
+  std::vector<std::set<ActionKind>> runs(static_cast<std::size_t>(num_stages));
+  if (sched != nullptr) {
+    for (const auto& prog : sched->programs) {
+      for (const Action& a : prog) {
+        if (IsCompute(a.kind)) runs[static_cast<std::size_t>(a.stage)].insert(a.kind);
+      }
+    }
+  }
+
+  std::vector<StageProfile> sp(static_cast<std::size_t>(num_stages));
+  ActionMedians listed, gflops;
   for (std::size_t k = 0; k < stages.size(); ++k) {
     const YAML::Node e = stages[k];
     const std::string key = "stages[" + std::to_string(k) + "]";
     if (Status st = f.CheckKeys(
             e, key,
             {"stage", "forward_ms", "backward_input_ms", "backward_weight_ms", "backward_ms",
-             "optimizer_ms", "transfer_bytes", "dp_reduce_ms", "dp_reduce_bytes"});
+             "optimizer_ms", "transfer_bytes", "dp_reduce_ms", "dp_reduce_bytes", "forward_gflops",
+             "backward_input_gflops", "backward_weight_gflops", "backward_gflops"});
         !st) {
       return st.error();
     }
@@ -129,6 +195,31 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
           num("backward_ms", p.b), num("optimizer_ms", p.opt), num("dp_reduce_ms", p.dp_ms),
           bytes("transfer_bytes", p.transfer_bytes), bytes("dp_reduce_bytes", p.dp_bytes)}) {
       if (!st) return st.error();
+    }
+    // Informational: each measured kind's achieved rate, and the medians as listed.
+    const struct {
+      ActionKind kind;
+      double ms;
+      const char* ms_name;
+      const char* rate_name;
+    } kinds[] = {{ActionKind::kForward, p.f, "forward_ms", "forward_gflops"},
+                 {ActionKind::kBackwardInput, p.i, "backward_input_ms", "backward_input_gflops"},
+                 {ActionKind::kBackwardWeight, p.w, "backward_weight_ms", "backward_weight_gflops"},
+                 {ActionKind::kBackward, p.b, "backward_ms", "backward_gflops"},
+                 {ActionKind::kOptimizer, p.opt, "optimizer_ms", nullptr}};
+    for (const auto& kd : kinds) {
+      const int stage = static_cast<int>(k);
+      if (kd.ms >= 0) listed[{stage, kd.kind}] = kd.ms;
+      if (kd.rate_name == nullptr || !e[kd.rate_name]) continue;
+      const std::string rkey = key + "." + kd.rate_name;
+      auto v = Rate(f, e[kd.rate_name], rkey, "GFLOP/s");
+      if (!v) return v.error();
+      if (kd.ms < 0) {
+        return f.At(e[kd.rate_name], rkey,
+                    std::string("given without ") + kd.ms_name +
+                        " (the rate of a measured action: list its median too)");
+      }
+      gflops[{stage, kd.kind}] = *v;
     }
     if (replace != nullptr) {
       for (const auto& [what, v] : *replace) {
@@ -174,7 +265,7 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
                 {ActionKind::kBackwardWeight, p.w, "backward_weight_ms"},
                 {ActionKind::kOptimizer, p.opt, "optimizer_ms"}};
     for (const auto& n : need) {
-      if (n.value < 0 && runs[k].count(n.kind) > 0) {
+      if (n.value < 0 && runs[k].count(n.kind) > 0) {  // (no schedule: runs nothing)
         return f.At(e, key + "." + n.name,
                     "required: the schedule runs " + std::string(KindName(n.kind)) + " on stage " +
                         std::to_string(k) + " (calibrate with the same schedule)");
@@ -204,10 +295,10 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     sync = *v;
   }
   bool has_cross_rank_transfer = false;
-  for (int st = 0; st + 1 < s.num_stages; ++st) {
+  for (int st = 0; sched != nullptr && st + 1 < sched->num_stages; ++st) {
     has_cross_rank_transfer =
-        has_cross_rank_transfer || s.stage_to_rank[static_cast<std::size_t>(st)] !=
-                                       s.stage_to_rank[static_cast<std::size_t>(st + 1)];
+        has_cross_rank_transfer || sched->stage_to_rank[static_cast<std::size_t>(st)] !=
+                                       sched->stage_to_rank[static_cast<std::size_t>(st + 1)];
   }
   if (const YAML::Node p = root["p2p"]; p) {
     if (Status st = f.CheckKeys(p, "p2p", {"latency_ms", "bandwidth_bytes_per_ms", "samples"});
@@ -252,10 +343,13 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     }
     for (std::size_t k = 0; k < j.size(); ++k) {
       const std::string key = "jitter[" + std::to_string(k) + "]";
-      if (!j[k].IsSequence() || static_cast<int>(j[k].size()) != s.num_ranks) {
-        return f.At(
-            j[k], key,
-            "must list " + std::to_string(s.num_ranks) + " factors (one per pipeline rank)");
+      if (!j[k].IsSequence() ||
+          (sched != nullptr && static_cast<int>(j[k].size()) != sched->num_ranks)) {
+        return f.At(j[k], key,
+                    sched == nullptr
+                        ? std::string("must be a list of factors, one per pipeline rank")
+                        : "must list " + std::to_string(sched->num_ranks) +
+                              " factors (one per pipeline rank)");
       }
       std::vector<double> row;
       for (std::size_t r = 0; r < j[k].size(); ++r) {
@@ -267,6 +361,27 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     }
   }
 
+  Profile out;
+  out.jitter = std::move(jitter);
+  out.recompute = std::move(recompute);
+  out.backend = std::move(backend);
+  out.listed_ms = std::move(listed);
+  out.gflops = std::move(gflops);
+  out.roofline = roofline;
+  if (sched == nullptr) {  // no job: no cost table; the medians as listed
+    for (int k = 0; k < num_stages; ++k) {
+      const StageProfile& p = sp[static_cast<std::size_t>(k)];
+      for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
+                                    {ActionKind::kBackward, p.b},
+                                    {ActionKind::kBackwardInput, p.i},
+                                    {ActionKind::kBackwardWeight, p.w},
+                                    {ActionKind::kOptimizer, p.opt}}) {
+        if (v >= 0) out.medians[{k, kind}] = v;
+      }
+    }
+    return out;
+  }
+  const Schedule& s = *sched;
   auto ms = [](double v) { return SimTime::FromMillis(v); };
   auto copy = [&](std::int64_t b) {
     return bandwidth > 0 ? static_cast<double>(b) / bandwidth : 0.0;
@@ -312,7 +427,6 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
     st.dp_reduce_bytes = p.dp_bytes;
   }
   t.sync = ms(sync + step_start);
-  ActionMedians medians;
   for (int k = 0; k < s.num_stages; ++k) {
     const StageProfile& p = sp[static_cast<std::size_t>(k)];
     for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
@@ -320,11 +434,14 @@ Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& 
                                   {ActionKind::kBackwardInput, p.i},
                                   {ActionKind::kBackwardWeight, p.w},
                                   {ActionKind::kOptimizer, p.opt}}) {
-      if (v >= 0) medians[{k, kind}] = v;
+      if (v >= 0) out.medians[{k, kind}] = v;
     }
   }
-  return Profile{std::move(t), std::move(jitter), std::move(medians), std::move(recompute)};
+  out.table = std::move(t);
+  return out;
 }
+
+}  // namespace
 
 CostTable ScaleComputeByRank(const CostTable& table, const Schedule& s,
                              const std::vector<double>& factors) {

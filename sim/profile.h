@@ -17,7 +17,13 @@
 //        backward_input_ms: 10.2, backward_weight_ms: 9.9,   # each kind the schedule runs
 //        optimizer_ms: 1.2,                                 # on the stage is required
 //        transfer_bytes: 65536,      # one activation / gradient transfer it sends
-//        dp_reduce_ms: 0.8, dp_reduce_bytes: 1234}      # its DP gradient all-reduce
+//        dp_reduce_ms: 0.8, dp_reduce_bytes: 1234,      # its DP gradient all-reduce
+//        forward_gflops: 41.2, backward_input_gflops: 38.0,  # informational, optional: the
+//        backward_weight_gflops: 44.9, backward_gflops: 41.3}  # rate each measured kind
+//                                    # achieved, the cost model's FLOPs of one rank (its TP x CP
+//                                    # group) in the action over its median (models/costs.h:
+//                                    # StageCost::forward_flops, ...; B = I + W); each a number
+//                                    # > 0, and only beside its *_ms
 //   engine:
 //     action_overhead_ms: 0.02       # executor time between compute actions (posting
 //                                    # sends and receives, polling), outside receives
@@ -25,6 +31,10 @@
 //   sync_ms: 0.01                    # all-rank reduction before the optimizer step
 //   p2p: {latency_ms: 0.005, bandwidth_bytes_per_ms: 2.0e6, samples: [{bytes, ms}, ...]}
 //   dp_allreduce: [{group_size: 2, stage: 0, bytes_sent: 1234, ms: 0.8}, ...]  # informational
+//   roofline: {gemm_gflops: 95.1, memory_gb_s: 11.8}  # informational, optional (calibrate on
+//                                    # the CPU backend): one core's fp32 GEMM rate and triad
+//                                    # bandwidth, one thread over its CPU time
+//                                    # (exec/cpu/roofline.h); each a number > 0
 //   jitter:                          # optional: per calibration step, each pipeline rank's
 //     - [1.03, 0.97]                 # compute time over the medians' sum (its speed that
 //     - [0.91, 1.12]                 # step); one factor per pipeline rank, each in (0, 100]
@@ -42,9 +52,15 @@
 // rank's compute times scaled by its factor, and reports the median of those iteration
 // times (the same estimator `run` applies to its measured steps); the report's `jitter` key
 // gives the nominal (unscaled) time and the spread.
+//
+// The informational keys (backend, job, schedule, microbatches, dp_allreduce, the *_gflops and
+// roofline) play no part in the cost table; `pipetwin compare --profile` shows the rates
+// (workflow/compare_files.h). Profiles without the rates (written before them, or for a job
+// without a model, or by the sleep backend) stay valid.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +75,11 @@ namespace pipetwin {
 // Median milliseconds of a compute action kind on a stage: {(stage, kind), ms}.
 using ActionMedians = std::map<std::pair<int, ActionKind>, double>;
 
+struct ProfileRoofline {  // `roofline:`; 0 where a key is absent
+  double gemm_gflops = 0;
+  double memory_gb_s = 0;
+};
+
 struct Profile {
   CostTable table;                          // at median speed
   std::vector<std::vector<double>> jitter;  // [calibration step][pipeline rank]; may be empty
@@ -66,6 +87,11 @@ struct Profile {
   // backend sleeps (`run --backend sleep --profile`).
   ActionMedians medians;
   std::string recompute;  // none | selective | full as measured; empty when not stated
+  // Informational.
+  std::string backend;      // as stated
+  ActionMedians listed_ms;  // the stages' medians exactly as listed (no B from I + W, no replay)
+  ActionMedians gflops;     // stages[].*_gflops by (stage, kind), where listed
+  std::optional<ProfileRoofline> roofline;
 };
 
 // Bad input when the profile was measured under another training.recompute than the job's
@@ -84,6 +110,15 @@ Expected<Profile> LoadProfile(const std::string& path, const Schedule& s,
 // The same from text (`path` names it in messages).
 Expected<Profile> ParseProfile(const std::string& yaml_text, const std::string& path,
                                const Schedule& s, const ActionMedians* replace = nullptr);
+
+// The profile without a job (`pipetwin compare --profile`): every key and value checked as
+// above except what needs the schedule (parallel.pp, the number of stages, the kinds each
+// stage must list, p2p where ranks send, the jitter rows' length); `table` stays empty,
+// `medians` are as listed (B from I + W where only those are). `option` names the file's
+// origin in a missing file's message.
+Expected<Profile> LoadProfileWithoutJob(const std::string& path,
+                                        const std::string& option = "--profile");
+Expected<Profile> ParseProfileWithoutJob(const std::string& yaml_text, const std::string& path);
 
 // `pipetwin simulate JOB --profile PROFILE`: Simulate(job), then the same schedule played
 // again with the profile's cost table; the report keeps what does not depend on time

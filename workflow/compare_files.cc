@@ -1,5 +1,6 @@
 #include "workflow/compare_files.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,14 +11,42 @@
 #include "schedule/csv.h"
 #include "schedule/file_io.h"
 #include "schedule/report.h"
+#include "sim/profile.h"
 
 namespace pipetwin::workflow {
 
 Expected<std::string> ReadText(const std::string& path) { return ReadInputFile(path, "the file"); }
 
+Expected<WhereTimeGoes> WhereTimeGoesOf(const std::string& profile) {
+  auto p = LoadProfileWithoutJob(profile, "--profile");
+  if (!p) return p.error();
+  WhereTimeGoes w;
+  w.profile = profile;
+  w.backend = p->backend;
+  if (p->roofline) {
+    w.roofline_gflops = p->roofline->gemm_gflops;
+    w.roofline_gb_s = p->roofline->memory_gb_s;
+  }
+  // Stage by stage, in the order a microbatch meets them.
+  constexpr ActionKind kOrder[] = {ActionKind::kForward, ActionKind::kBackward,
+                                   ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+                                   ActionKind::kOptimizer};
+  int stages = 0;
+  for (const auto& [key, ms] : p->listed_ms) stages = std::max(stages, key.first + 1);
+  for (int s = 0; s < stages; ++s) {
+    for (const ActionKind k : kOrder) {
+      const auto it = p->listed_ms.find({s, k});
+      if (it == p->listed_ms.end()) continue;
+      const auto g = p->gflops.find({s, k});
+      w.rows.push_back({s, k, it->second, g == p->gflops.end() ? 0.0 : g->second});
+    }
+  }
+  return w;
+}
+
 Expected<Comparison> CompareFiles(const std::string& predicted, const std::string& measured,
                                   const std::string& dir, const std::string& title,
-                                  double tolerance) {
+                                  double tolerance, const std::string& profile) {
   auto pt = ReadText(predicted);
   if (!pt) return pt.error();
   auto mt = ReadText(measured);
@@ -28,13 +57,16 @@ Expected<Comparison> CompareFiles(const std::string& predicted, const std::strin
   if (!m) return m.error();
   auto c = CompareReports(*p, *m);
   if (!c) return c.error();
+  std::string md = ComparisonMarkdown(*c, title, tolerance);
+  if (!profile.empty()) {
+    auto w = WhereTimeGoesOf(profile);
+    if (!w) return w.error();
+    md += "\n" + WhereTimeGoesMarkdown(*w);
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error::Failure(dir + ": cannot create the folder: " + ec.message());
-  if (Status s = WriteFileAtomic(dir + "/errors.md", ComparisonMarkdown(*c, title, tolerance));
-      !s) {
-    return s.error();
-  }
+  if (Status s = WriteFileAtomic(dir + "/errors.md", md); !s) return s.error();
   if (Status s = WriteFileAtomic(dir + "/errors.csv", ComparisonCsv(*c, tolerance)); !s) {
     return s.error();
   }
@@ -61,7 +93,7 @@ Expected<Comparison> CompareInto(const CompareRequest& r) {
     if (!text) return text.error();
     copies.emplace_back(target, std::move(*text));
   }
-  auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance);
+  auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance, r.profile);
   if (!c) return c;
   for (const auto& [target, text] : copies) {
     if (Status s = WriteFileAtomic(target, text); !s) return s.error();

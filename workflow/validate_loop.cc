@@ -153,10 +153,13 @@ void RecordReplay(Entry& e, const std::string& trace_json, const std::string& pr
   }
 }
 
-// Phase 4: predicted against measured, the spread of the measured steps, the replay.
+// Phase 4: predicted against measured (with the profile's "Where time goes"), the spread of
+// the measured steps, the replay.
 Status CompareVariant(Entry& e, const std::string& dir, double tol, const ResolvedJob& job) {
+  const std::string profile = dir + "/profile.yaml";
   auto c = CompareFiles(dir + "/predicted.json", dir + "/measured.json", dir,
-                        e.label + ": predicted against measured", tol);
+                        e.label + ": predicted against measured", tol,
+                        std::filesystem::exists(profile) ? profile : "");
   if (!c) return c.error();
   RecordComparison(e, *c);
   if (auto mt = ReadText(dir + "/measured.json"); mt) RecordSpread(e, *mt);

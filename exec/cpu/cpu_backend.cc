@@ -8,6 +8,7 @@
 
 #include "exec/cpu/gemm.h"
 #include "exec/cpu/memory.h"
+#include "exec/cpu/roofline.h"
 #include "models/comm.h"
 
 namespace pipetwin::exec {
@@ -399,6 +400,16 @@ std::vector<float> CpuBackend::StageGrads(int stage) const {
                              static_cast<int>(mine.size()), MPI_FLOAT, cfg_.grad_comm));
   all.resize(g.size());
   return all;
+}
+
+std::optional<Roofline> CpuBackend::MeasureRoofline() {
+  const int threads = cpu::GemmThreads();
+  cpu::SetGemmThreads(1);
+  Roofline r;
+  r.gemm_gflops = cpu::GemmGflops(cpu::GemmImpl::kBackend, 3);
+  r.memory_gb_s = cpu::TriadGbPerS(cpu::kTriadElementsCalibrate, 3);
+  cpu::SetGemmThreads(threads);
+  return r;
 }
 
 double CpuBackend::GradNormSquared() const {

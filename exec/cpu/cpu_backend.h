@@ -101,6 +101,9 @@ class CpuBackend final : public Backend {
   double GradNormSquared() const override;
   const gpt::ParamLayout& StageLayout(int stage) const override;
   std::vector<float> StageGrads(int stage) const override;
+  // One thread's GEMM rate (exec/cpu/roofline.h: Gemm(), best of 3) and triad bandwidth over
+  // 64 MiB (best of 3), whatever execution.threads (restored after).
+  std::optional<Roofline> MeasureRoofline() override;
 
  private:
   using Key = std::tuple<int, int, int>;  // (buffer kind, stage, microbatch)

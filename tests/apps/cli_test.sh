@@ -56,6 +56,24 @@ ln -s "$dir/victim" "$dir/s.json.tmp"
 [ "$(cat "$dir/victim")" = precious ] && echo "ok: no write through PATH.tmp" \
   || { echo "FAIL: the report was written through the symlink PATH.tmp"; fail=1; }
 
+# compare --profile: a missing or bad profile is bad input naming the file (and the key), and
+# nothing is written; a good one adds "Where time goes" to errors.md.
+expect 2 "$dir/nope.yaml: cannot open the profile \(--profile\)" -- compare "$dir/s.json" \
+  "$dir/s.json" --out "$dir/cmp" --profile "$dir/nope.yaml" --no-plots
+expect 2 "bad-profile.yaml:3:[0-9]+: stages\[0\]\.forward_gflops: must be a number in \(0, 1e\+18\]" \
+  -- compare "$dir/s.json" "$dir/s.json" --out "$dir/cmp" --no-plots --profile \
+  "$(job bad-profile.yaml 'version: 1\nstages:\n  - {forward_ms: 2, forward_gflops: -1}\n')"
+expect 2 "roofline.gemm_gflops: must be a number in \(0, 1e\+18\] \(GFLOP/s\), got 'abc'" \
+  -- compare "$dir/s.json" "$dir/s.json" --out "$dir/cmp" --no-plots --profile \
+  "$(job bad-roofline.yaml 'version: 1\nstages: []\nroofline: {gemm_gflops: abc}\n')"
+[ ! -e "$dir/cmp/errors.md" ] || { echo "FAIL: compare wrote errors.md with a bad profile"; fail=1; }
+expect 0 "where time goes \(from .*good-profile.yaml\)" -- compare "$dir/s.json" "$dir/s.json" \
+  --out "$dir/cmp" --no-plots --profile "$(job good-profile.yaml \
+  'version: 1\nstages:\n  - {forward_ms: 2, forward_gflops: 10}\nroofline: {gemm_gflops: 40}\n')"
+grep -q "^| 0 | F | 2.000 | 0.02 | 10.00 | 25.0% |$" "$dir/cmp/errors.md" \
+  && echo "ok: compare --profile: where time goes" \
+  || { echo "FAIL: compare --profile: no 'Where time goes' row in errors.md"; fail=1; }
+
 # Outputs are checked before any work; all of them are written or none.
 expect 2 "option --report needs a value" -- simulate "$ex" --report --ascii
 expect 2 "option --csv needs a value, got the option-like '-x'" -- schedule "$ex" --csv -x

@@ -111,5 +111,31 @@ TEST(CompareTest, TablesInMarkdownAndCsv) {
       << csv;
 }
 
+// "Where time goes": GFLOP per microbatch = GFLOP/s x ms / 1000, the share of the roofline's
+// GEMM rate; "–" where a rate or the roofline is not known.
+TEST(CompareTest, WhereTimeGoesTable) {
+  WhereTimeGoes w;
+  w.profile = "prof.yaml";
+  w.backend = "cpu";
+  w.roofline_gflops = 50;
+  w.roofline_gb_s = 12;
+  w.rows = {{0, ActionKind::kForward, 40, 12.5},
+            {0, ActionKind::kBackwardInput, 80, 10},
+            {1, ActionKind::kOptimizer, 2.5, 0}};
+  const std::string md = WhereTimeGoesMarkdown(w);
+  EXPECT_EQ(md.rfind("### Where time goes\n", 0), 0u) << md;
+  EXPECT_NE(md.find("`prof.yaml` (backend cpu)"), std::string::npos) << md;
+  EXPECT_NE(md.find("fp32 GEMM: 50.0 GFLOP/s; memory 12.0 GB/s"), std::string::npos) << md;
+  EXPECT_NE(
+      md.find("| stage | action | median ms | GFLOP / microbatch | GFLOP/s | % of roofline |"),
+      std::string::npos);
+  EXPECT_NE(md.find("| 0 | F | 40.000 | 0.5 | 12.50 | 25.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0 | I | 80.000 | 0.8 | 10.00 | 20.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | OPT | 2.500 | – | – | – |"), std::string::npos) << md;
+  w.roofline_gflops = 0;  // no roofline: no share
+  EXPECT_NE(WhereTimeGoesMarkdown(w).find("| 0 | F | 40.000 | 0.5 | 12.50 | – |"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -14,12 +14,41 @@ grep -q "^stages:" "$dir/profile.yaml"
 grep -q "backward_input_ms" "$dir/profile.yaml"   # zb-h1 splits the backward
 "$pipetwin" simulate "$job" --profile "$dir/profile.yaml" --report "$dir/p.json" --trace "$dir/p.trace.json"
 grep -q '"profile"' "$dir/p.json"
+# The rates beside the medians: each measured kind's GFLOP/s x its ms is the cost model's FLOPs
+# of one rank in that action / 1e6, and F + I + W over the stages and microbatches make the
+# report's hardware FLOPs of a step (tp, cp and dp are 1 here); the roofline, one line.
+python3 - "$dir/profile.yaml" "$dir/p.json" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+hw = json.load(open(sys.argv[2]))["job"]["hardware_flops_per_iteration"]
+stages = re.findall(r"^  - \{stage: (\d+), (.*)\}$", text.split("\nstages:\n")[1], re.M)
+assert len(stages) == 2, stages
+flops = 0.0
+for _, body in stages:
+    kv = dict(p.split(": ") for p in body.split(", "))
+    for kind in ("forward", "backward_input", "backward_weight"):
+        ms, rate = float(kv[kind + "_ms"]), float(kv[kind + "_gflops"])
+        assert rate > 0, kv
+        flops += rate * ms * 1e6
+    assert "backward_gflops" not in kv, kv  # zb-h1 runs no fused B
+total = flops * int(re.search(r"^microbatches: (\d+)$", text, re.M).group(1))
+assert abs(total / hw - 1) < 1e-5, (total, hw)
+roof = re.search(r"^roofline: \{gemm_gflops: ([^,]+), memory_gb_s: ([^}]+)\}$", text, re.M)
+assert roof and float(roof.group(1)) > 0 and float(roof.group(2)) > 0, roof
+print(f"rates: F+I+W x microbatches = {total:.6g} FLOPs = report's hardware FLOPs {hw:.6g}; "
+      f"roofline {roof.group(1)} GFLOP/s, {roof.group(2)} GB/s")
+PY
 "$mpirun" --oversubscribe -np 2 "$pipetwin" run "$job" --backend cpu --report "$dir/m.json" \
   --trace "$dir/m.trace.json"
-out=$("$pipetwin" compare "$dir/p.json" "$dir/m.json" --out "$dir/cmp" --no-plots)
+out=$("$pipetwin" compare "$dir/p.json" "$dir/m.json" --out "$dir/cmp" --no-plots \
+  --profile "$dir/profile.yaml")
 echo "$out"
 echo "$out" | grep -q "communication bytes: equal"
 grep -q "| iteration_time_ms | all | ms |" "$dir/cmp/errors.md"
+# Where time goes: F, I, W of both stages with a rate and a share of the roofline; OPT without.
+grep -q "^### Where time goes$" "$dir/cmp/errors.md"
+[ "$(grep -cE '^\| [01] \| [FIW] \| [0-9.]+ \| [0-9.e+-]+ \| [0-9.]+ \| [0-9.]+% \|$' "$dir/cmp/errors.md")" -eq 6 ]
+grep -qE '^\| 1 \| OPT \| [0-9.]+ \| – \| – \| – \|$' "$dir/cmp/errors.md"
 head -1 "$dir/cmp/errors.csv" | grep -q "^metric,rank,unit,predicted,measured,difference,relative_error,ok$"
 # Interleaved (what validate does): one run, calibration steps between the measured ones.
 # The job asks 5 steps: 5 measured, 5 calibration, so 5 jitter rows of 2 pipeline ranks.
@@ -87,6 +116,12 @@ for path, labels in ((sys.argv[1], ["pp2-1f1b", "pp2-zb-h1"]), (sys.argv[2], ["p
             assert 0.5 < float(r["predicted_ms"]) / float(r["replay_ms"]) < 2.0, r
 PY
 grep -q "run --calibrate" "$dir/val/summary.md"
+# validate passes each set's profile to compare: its errors.md shows where time goes (1f1b and
+# gpipe run a fused B).
+for md in "$dir/val/pp2-1f1b/errors.md" "$dir/val2/pp2-gpipe/errors.md"; do
+  grep -q "^### Where time goes$" "$md"
+  grep -qE '^\| 1 \| B \| [0-9.]+ \| [0-9.e+-]+ \| [0-9.]+ \| [0-9.]+% \|$' "$md"
+done
 # The plots (scripts/plot.py, Debian's python3-matplotlib from scripts/deps.sh).
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   /usr/bin/python3 "$(dirname "$0")/../../scripts/plot.py" "$dir/val"

@@ -147,6 +147,86 @@ TEST(ProfileTest, RecomputeMustMatchTheJob) {
   EXPECT_NE(bad.error().message.find("recompute"), std::string::npos) << bad.error().message;
 }
 
+// The rates calibrate writes (stages[].*_gflops, roofline) are informational: kept, checked,
+// and optional, so that a profile written before them still loads.
+TEST(ProfileTest, RatesAreInformationalAndOptional) {
+  auto old = ParseProfile(kProfile, "p.yaml", Build("1f1b"));
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_TRUE(old->gflops.empty());
+  EXPECT_FALSE(old->roofline.has_value());
+  EXPECT_EQ(old->backend, "cpu");
+
+  std::string text = Replace(kProfile, "dp_reduce_bytes: 0}\n  - {stage: 1",
+                             "dp_reduce_bytes: 0, forward_gflops: 12.5, backward_gflops: 17}\n"
+                             "  - {stage: 1");
+  text += "roofline: {gemm_gflops: 95.5, memory_gb_s: 11.25}\n";
+  auto rated = ParseProfile(text, "p.yaml", Build("1f1b"));
+  ASSERT_TRUE(rated.ok()) << rated.error().message;
+  EXPECT_EQ(rated->gflops.size(), 2u);
+  EXPECT_EQ(rated->gflops.at({0, ActionKind::kForward}), 12.5);
+  EXPECT_EQ(rated->gflops.at({0, ActionKind::kBackward}), 17);
+  ASSERT_TRUE(rated->roofline.has_value());
+  EXPECT_EQ(rated->roofline->gemm_gflops, 95.5);
+  EXPECT_EQ(rated->roofline->memory_gb_s, 11.25);
+  EXPECT_EQ(rated->listed_ms.at({1, ActionKind::kBackward}), 60.2688);
+  // The cost table is the same with and without them.
+  EXPECT_EQ(rated->table.stages[0].forward, old->table.stages[0].forward);
+  EXPECT_EQ(rated->table.stages[1].backward, old->table.stages[1].backward);
+
+  const Schedule s = Build("1f1b");
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {Replace(kProfile, "forward_ms: 36.995,", "forward_ms: 36.995, forward_gflops: -1,"),
+       "stages[0].forward_gflops: must be a number in (0, 1e+18] (GFLOP/s), got '-1'"},
+      {Replace(kProfile, "forward_ms: 36.995,", "forward_ms: 36.995, forward_gflops: 0,"),
+       "stages[0].forward_gflops"},
+      {Replace(kProfile, "forward_ms: 35.6019,", "forward_ms: 35.6019, backward_gflops: .nan,"),
+       "stages[1].backward_gflops"},
+      {Replace(kProfile, "forward_ms: 36.995,", "forward_ms: 36.995, forward_gflop: 3,"),
+       "unknown key 'forward_gflop'"},
+      {Replace(kProfile, "forward_ms: 36.995,", "forward_ms: 36.995, backward_input_gflops: 3,"),
+       "stages[0].backward_input_gflops: given without backward_input_ms"},
+      {std::string(kProfile) + "roofline: {gemm_gflops: abc}\n",
+       "roofline.gemm_gflops: must be a number in (0, 1e+18] (GFLOP/s), got 'abc'"},
+      {std::string(kProfile) + "roofline: {gemm_gflops: 9, memory_gb_s: -2}\n",
+       "roofline.memory_gb_s"},
+      {std::string(kProfile) + "roofline: {gemm_gflops: 9, flops: 2}\n",
+       "roofline: unknown key 'flops'"},
+      {std::string(kProfile) + "roofline: 95\n", "roofline"},
+  };
+  for (const Case& c : cases) {
+    for (const bool with_job : {true, false}) {
+      auto t = with_job ? ParseProfile(c.text, "prof.yaml", s)
+                        : ParseProfileWithoutJob(c.text, "prof.yaml");
+      ASSERT_FALSE(t.ok()) << c.expect;
+      EXPECT_EQ(t.error().exit_status(), 2);
+      EXPECT_NE(t.error().message.find("prof.yaml:"), std::string::npos) << t.error().message;
+      EXPECT_NE(t.error().message.find(c.expect), std::string::npos) << t.error().message;
+    }
+  }
+}
+
+// Without a job (compare --profile) the values are checked, not what needs the schedule.
+TEST(ProfileTest, WithoutAJobChecksValuesNotTheSchedule) {
+  const std::string four = Replace(kProfile, "{pp: 2,", "{pp: 4,");
+  auto p = ParseProfileWithoutJob(four, "p.yaml");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->table.stages.empty());
+  EXPECT_EQ(p->medians.at({0, ActionKind::kForward}), 36.995);
+  EXPECT_EQ(p->listed_ms.size(), 6u);                              // F, B and OPT of 2 stages
+  EXPECT_FALSE(ParseProfile(four, "p.yaml", Build("1f1b")).ok());  // with the job: parallel.pp
+  auto bad = ParseProfileWithoutJob(Replace(kProfile, "optimizer_ms: 1.89258", "optimizer_ms: x"),
+                                    "p.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("stages[0].optimizer_ms"), std::string::npos);
+  auto missing = LoadProfileWithoutJob("/nonexistent/profile.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().exit_status(), 2);
+  EXPECT_NE(missing.error().message.find("/nonexistent/profile.yaml"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("--profile"), std::string::npos);
+}
+
 TEST(ProfileTest, MissingFileIsBadInput) {
   auto t = LoadProfile("/nonexistent/profile.yaml", Build("1f1b"));
   ASSERT_FALSE(t.ok());

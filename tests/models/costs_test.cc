@@ -90,6 +90,47 @@ TEST(CostsTest, FlopsPerIterationMatchNarayanan) {
               expected * 1e-12);
 }
 
+// Per-action FLOPs of one rank, by hand for the tiny preset (h 64, f 256, 4 heads, V 128, s 32,
+// GELU) at micro-batch 2 on pp 2 (2 layers a stage): T = b s tokens; a layer's GEMMs 2T(4h² +
+// 2hf), its attention core 4Tsh; F = GEMMs + core, I = GEMMs + 2 x core (+ the recomputed
+// part), W = GEMMs; the logit GEMM 2ThV once in each of F, I and W on the last stage; all over
+// tp x cp. Summed over the group they are the stage's hardware FLOPs.
+TEST(CostsTest, PerActionFlopsOfOneRankByHand) {
+  const double b = 2, s = 32, h = 64, f = 256, V = 128, T = b * s, layers = 2;
+  const double gemm = 2 * T * (4 * h * h + 2 * h * f), core = 4 * T * s * h, logits = 2 * T * h * V;
+  struct Case {
+    std::string recompute, parallel;
+    double group, extra;  // tp x cp; the recomputed FLOPs of a layer (whole group)
+  } cases[] = {{"none", "tp: 2", 2, 0},
+               {"selective", "tp: 2", 2, core},
+               {"full", "tp: 2", 2, gemm + core},
+               {"none", "tp: 2, cp: 2", 4, 0},
+               {"full", "tp: 1", 1, gemm + core}};
+  for (const Case& c : cases) {
+    const std::string job = "schedule: 1f1b\nparallel: {pp: 2, " + c.parallel +
+                            "}\nmodel: {preset: tiny}\n"
+                            "training: {global_batch: 8, micro_batch: 2, recompute: " +
+                            c.recompute + "}\ncluster: {device: a100-sxm-80gb}\n";
+    Expected<JobCosts> jc = Costs(job, 2);
+    ASSERT_TRUE(jc) << jc.error().message;
+    for (int st = 0; st < 2; ++st) {
+      SCOPED_TRACE(c.recompute + ", " + c.parallel + ", stage " + std::to_string(st));
+      const StageCost& sc = jc->stages[static_cast<std::size_t>(st)];
+      const double head = st == 1 ? logits : 0;
+      const double want_f = (layers * (gemm + core) + head) / c.group;
+      const double want_i = (layers * (gemm + 2 * core + c.extra) + head) / c.group;
+      const double want_w = (layers * gemm + head) / c.group;
+      EXPECT_NEAR(sc.forward_flops, want_f, want_f * 1e-12);
+      EXPECT_NEAR(sc.backward_input_flops, want_i, want_i * 1e-12);
+      EXPECT_NEAR(sc.backward_weight_flops, want_w, want_w * 1e-12);
+      // The identity with the stage's hardware FLOPs (what the report's hardware_flops sums).
+      const double per_rank = sc.forward_flops + sc.backward_input_flops + sc.backward_weight_flops;
+      EXPECT_NEAR(per_rank * c.group, sc.hardware_flops_per_microbatch,
+                  sc.hardware_flops_per_microbatch * 1e-12);
+    }
+  }
+}
+
 TEST(CostsTest, StagesAndMemory) {
   Expected<JobCosts> c = Costs(Gpt3Job("selective", ", sp: true"), 8);
   ASSERT_TRUE(c) << c.error().message;

@@ -260,6 +260,60 @@ TEST(CompareInto, AReportAgainstItselfHasNoError) {
   std::filesystem::remove_all(dir);
 }
 
+// compare --profile: errors.md ends with the profile's "Where time goes"; a bad profile is bad
+// input naming the file, and errors.md is not written.
+TEST(CompareInto, WithAProfileShowsWhereTimeGoes) {
+  auto job = LoadJob(kPp2);
+  ASSERT_TRUE(job);
+  auto sim = Simulate(*job, {});
+  ASSERT_TRUE(sim) << sim.error().message;
+  const std::string dir = TempDir("compare_profile");
+  const std::string report = dir + "/r.json", profile = dir + "/profile.yaml";
+  ASSERT_TRUE(WriteFileAtomic(report, ReportToJson(sim->report)));
+  ASSERT_TRUE(WriteFileAtomic(
+      profile,
+      "version: 1\nbackend: cpu\nparallel: {pp: 2}\nstages:\n"
+      "  - {stage: 0, forward_ms: 4, backward_input_ms: 6, backward_weight_ms: 5, "
+      "optimizer_ms: 1.5, forward_gflops: 20, backward_input_gflops: 25, "
+      "backward_weight_gflops: 16}\n"
+      "  - {stage: 1, forward_ms: 8, backward_ms: 16, forward_gflops: 30, backward_gflops: 32.5}\n"
+      "p2p: {latency_ms: 0.01, bandwidth_bytes_per_ms: 1e6}\n"
+      "roofline: {gemm_gflops: 100, memory_gb_s: 10}\n"));
+  CompareRequest r;
+  r.predicted = report;
+  r.measured = report;
+  r.dir = dir + "/out";
+  r.profile = profile;
+  auto c = CompareInto(r);
+  ASSERT_TRUE(c) << c.error().message;
+  auto md = ReadText(dir + "/out/errors.md");
+  ASSERT_TRUE(md);
+  EXPECT_LT(md->find("| iteration_time_ms |"), md->find("### Where time goes")) << *md;
+  for (const char* row :
+       {"| 0 | F | 4.000 | 0.08 | 20.00 | 20.0% |", "| 0 | I | 6.000 | 0.15 | 25.00 | 25.0% |",
+        "| 0 | W | 5.000 | 0.08 | 16.00 | 16.0% |", "| 0 | OPT | 1.500 | – | – | – |",
+        "| 1 | F | 8.000 | 0.24 | 30.00 | 30.0% |", "| 1 | B | 16.000 | 0.52 | 32.50 | 32.5% |"}) {
+    EXPECT_NE(md->find(row), std::string::npos) << row << "\n" << *md;
+  }
+  // Bad input, naming the file and the key; nothing written.
+  ASSERT_TRUE(WriteFileAtomic(profile,
+                              "version: 1\nstages:\n  - {forward_ms: 1, "
+                              "forward_gflops: -1}\n"));
+  r.dir = dir + "/bad";
+  auto bad = CompareInto(r);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(bad.error().message.find(profile), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("stages[0].forward_gflops"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad/errors.md"));
+  r.profile = dir + "/missing.yaml";
+  auto missing = CompareInto(r);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(missing.error().message.find("missing.yaml"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ParseTolerance, AFractionInZeroOne) {
   EXPECT_EQ(*ParseTolerance("0.05"), 0.05);
   EXPECT_FALSE(ParseTolerance("5%"));

@@ -368,19 +368,17 @@ Expected<Profile> Parse(const std::string& yaml_text, const std::string& path,
   out.listed_ms = std::move(listed);
   out.gflops = std::move(gflops);
   out.roofline = roofline;
-  if (sched == nullptr) {  // no job: no cost table; the medians as listed
-    for (int k = 0; k < num_stages; ++k) {
-      const StageProfile& p = sp[static_cast<std::size_t>(k)];
-      for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
-                                    {ActionKind::kBackward, p.b},
-                                    {ActionKind::kBackwardInput, p.i},
-                                    {ActionKind::kBackwardWeight, p.w},
-                                    {ActionKind::kOptimizer, p.opt}}) {
-        if (v >= 0) out.medians[{k, kind}] = v;
-      }
+  for (int k = 0; k < num_stages; ++k) {  // the medians as listed
+    const StageProfile& p = sp[static_cast<std::size_t>(k)];
+    for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
+                                  {ActionKind::kBackward, p.b},
+                                  {ActionKind::kBackwardInput, p.i},
+                                  {ActionKind::kBackwardWeight, p.w},
+                                  {ActionKind::kOptimizer, p.opt}}) {
+      if (v >= 0) out.medians[{k, kind}] = v;
     }
-    return out;
   }
+  if (sched == nullptr) return out;  // no job: no cost table
   const Schedule& s = *sched;
   auto ms = [](double v) { return SimTime::FromMillis(v); };
   auto copy = [&](std::int64_t b) {
@@ -427,16 +425,6 @@ Expected<Profile> Parse(const std::string& yaml_text, const std::string& path,
     st.dp_reduce_bytes = p.dp_bytes;
   }
   t.sync = ms(sync + step_start);
-  for (int k = 0; k < s.num_stages; ++k) {
-    const StageProfile& p = sp[static_cast<std::size_t>(k)];
-    for (const auto& [kind, v] : {std::pair{ActionKind::kForward, p.f},
-                                  {ActionKind::kBackward, p.b},
-                                  {ActionKind::kBackwardInput, p.i},
-                                  {ActionKind::kBackwardWeight, p.w},
-                                  {ActionKind::kOptimizer, p.opt}}) {
-      if (v >= 0) out.medians[{k, kind}] = v;
-    }
-  }
   out.table = std::move(t);
   return out;
 }

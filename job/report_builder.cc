@@ -1,6 +1,7 @@
 #include "job/report_builder.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "models/placement.h"
 
@@ -9,21 +10,32 @@ namespace {
 
 double Ms(std::int64_t ns) { return static_cast<double>(ns) * 1e-6; }
 
-// TP and CP bytes and the exposed TP/CP collective time of one pipeline rank's program, from
-// the cost model (the simulator does not play these collectives as separate events).
+// TP and CP bytes, the exposed TP/CP collective time and the DP collectives inside compute
+// actions of one pipeline rank's program, from the cost model (the simulator does not
+// play these collectives as separate events).
 struct ModelComm {
   std::int64_t tp_bytes = 0, cp_bytes = 0;
   double tp_cp_ms = 0;
   double tp_cp_hidden_ms = 0, dp_hidden_ms = 0;  // hidden under compute (training.overlap)
+  // DP collectives inside compute actions' times: ZeRO-3's per-unit gathers and
+  // reduce-scatters in F, I and W; ZeRO 1/2's parameter all-gather after the optimizer step.
+  double dp_in_actions_ms = 0;
 };
 ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts& jc) {
   ModelComm x;
+  // Between UNSHARD and RESHARD a stage's F, I and W gather nothing (StageCost::Unshard).
+  std::vector<bool> unsharded(jc.stages.size(), false);
+  const models::StageCost::Zero3 none;
   for (const Action& a : program) {
     const models::StageCost& c = jc.stages[static_cast<std::size_t>(a.stage)];
+    const models::StageCost::Zero3& z =
+        unsharded[static_cast<std::size_t>(a.stage)] ? none : c.zero3;
     switch (a.kind) {
       case ActionKind::kForward:
         x.tp_cp_ms += c.forward_tp_comm_ms + c.forward_cp_comm_ms;
         x.tp_cp_hidden_ms += c.forward_tp_comm_overlapped_ms;
+        x.dp_in_actions_ms += z.forward_exposed_ms;
+        x.dp_hidden_ms += z.forward_hidden_ms;
         x.tp_bytes += c.tp_bytes_per_microbatch;  // the microbatch's F, I and W together
         x.cp_bytes += c.cp_bytes_per_microbatch;
         break;
@@ -31,24 +43,36 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
       case ActionKind::kBackward:
         x.tp_cp_ms += c.backward_tp_comm_ms + c.backward_cp_comm_ms;
         x.tp_cp_hidden_ms += c.backward_tp_comm_overlapped_ms;
+        x.dp_in_actions_ms += z.backward_input_exposed_ms;
+        x.dp_hidden_ms += z.backward_input_hidden_ms;
+        if (a.kind == ActionKind::kBackward) {  // I and W fused
+          x.dp_in_actions_ms += z.backward_weight_exposed_ms;
+          x.dp_hidden_ms += z.backward_weight_hidden_ms;
+        }
+        break;
+      case ActionKind::kBackwardWeight:
+        x.dp_in_actions_ms += z.backward_weight_exposed_ms;
+        x.dp_hidden_ms += z.backward_weight_hidden_ms;
         break;
       case ActionKind::kOptimizer:
         x.tp_bytes += c.tp_bytes_per_iteration;
         x.dp_hidden_ms += c.param_allgather_hidden_ms;
+        x.dp_in_actions_ms += c.param_allgather_ms - c.param_allgather_hidden_ms;
         break;
       case ActionKind::kReduceGrad:
         x.dp_hidden_ms += c.dp_reduce_hidden_ms;
         break;
-      case ActionKind::kBackwardWeight:
       case ActionKind::kSendF:
       case ActionKind::kRecvF:
       case ActionKind::kSendB:
       case ActionKind::kRecvB:
       case ActionKind::kWaitSendF:
       case ActionKind::kWaitSendB:
+      case ActionKind::kWaitReduceGrad:
+        break;
       case ActionKind::kUnshard:
       case ActionKind::kReshard:
-      case ActionKind::kWaitReduceGrad:
+        unsharded[static_cast<std::size_t>(a.stage)] = a.kind == ActionKind::kUnshard;
         break;
     }
   }
@@ -229,10 +253,12 @@ Report BuildReport(const ResolvedJob& job, const StepRecord& step, const ReportO
     const double busy = Ms(b.step.busy_ns);
     const double tp_cp = model_comm[busiest].tp_cp_ms;
     const double dp_exposed = Ms(b.dp_exposed_ns);
+    // DP collectives that compute actions wait for are inside the busy time (ModelComm).
+    const double in_actions = model_comm[busiest].dp_in_actions_ms;
     r.breakdown = Breakdown{static_cast<int>(busiest),
-                            busy - tp_cp,
+                            busy - tp_cp - in_actions,
                             tp_cp,
-                            dp_exposed,
+                            dp_exposed + in_actions,
                             std::max(0.0, r.iteration_time_ms - busy - dp_exposed),
                             model_comm[busiest].tp_cp_hidden_ms,
                             model_comm[busiest].dp_hidden_ms};

@@ -556,32 +556,33 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       // DeepSpeed stage 3 both reduce in each backward). With zero3_prefetch >= 1 the
       // collectives run ahead on their own stream, so a pass takes max(compute, units x c)
       // plus one unit's collective that nothing hides (the first gather, the last
-      // reduce-scatter); with 0 every one is in series with the compute. Equal units give the
-      // exact total: the bandwidth term is linear in bytes, the latency is per call.
+      // reduce-scatter); with 0 every one is in series with the compute (ApplyZero3Passes,
+      // once the compute is final). Equal units give the exact total: the bandwidth term is
+      // linear in bytes, the latency is per call. With training.zero3_nics: rank (default)
+      // every rank drives its own NIC where the group spans nodes, not the k NICs of its k
+      // ranks on a node (models/README.md, "ZeRO-3 at scale").
+      GroupShape group = c.dp_group;
+      if (c.t.zero3_nics == Zero3Nics::kRank) group.ranks_per_node = 1;
       const double per_layer = c.t.zero3_unit == Zero3Unit::kModule ? 4 : 1;
       const double units = std::max(1.0, per_layer * sc.layers);
-      const double g = CollectiveMs(Collective::kAllGather, param_full / units, c.dp_group, c.topo);
-      const double rs =
-          CollectiveMs(Collective::kReduceScatter, grad_full / units, c.dp_group, c.topo);
-      auto pass = [&](double compute, double one) {
-        return c.t.zero3_prefetch >= 1 ? std::max(compute, units * one) + one
-                                       : compute + units * one;
-      };
+      sc.zero3 = {
+          .applies = true,
+          .units = units,
+          .gather_ms = CollectiveMs(Collective::kAllGather, param_full / units, group, c.topo),
+          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full / units, group, c.topo),
+          .prefetch = c.t.zero3_prefetch >= 1};
       sc.unshard = {
           .applies = true,
-          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, c.dp_group, c.topo),
+          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, group, c.topo),
           .gather_bytes = std::llround(BytesSentPerRank(Collective::kAllGather, param_full, n_dp)),
           .held_bytes = std::llround(param_full),
           .held_grad_bytes = sc.params * bpp.grads,
           .forward_ms = sc.forward_ms,
           .backward_input_ms = sc.backward_input_ms,
           .backward_weight_ms = sc.backward_weight_ms,
-          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, c.dp_group, c.topo),
+          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, group, c.topo),
           .reduce_bytes =
               std::llround(BytesSentPerRank(Collective::kReduceScatter, grad_full, n_dp))};
-      sc.forward_ms = pass(sc.forward_ms, g);
-      sc.backward_input_ms = pass(sc.backward_input_ms, g);
-      sc.backward_weight_ms = pass(sc.backward_weight_ms, rs);
       sc.zero3_gather_bytes_per_microbatch =
           std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
       // The reduction is in W, per microbatch: nothing is left for the end of the step.
@@ -683,6 +684,30 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
 
 // Phase 7, cluster.variability: each step waits for the slowest of the ranks that synchronise
 // in it, so every stage's compute (not its exposed communication) runs E[max] times longer.
+// ZeRO-3's per-unit collectives against the final compute (after ApplyVariability, whose
+// factor scales compute, not communication). With prefetch a pass takes max(compute,
+// units x one) plus one unit's collective that nothing hides (the first gather, the last
+// reduce-scatter); without, every collective is in series. What the pass adds to the
+// compute is exposed; the rest of the collectives' time is hidden under it.
+void ApplyZero3Passes(JobCosts& jc) {
+  for (StageCost& sc : jc.stages) {
+    StageCost::Zero3& z = sc.zero3;
+    if (!z.applies) continue;
+    auto pass = [&z](double& ms, double one, double& exposed, double& hidden) {
+      const double all = z.units * one;
+      const double total = z.prefetch ? std::max(ms, all) + one : ms + all;
+      exposed = total - ms;
+      hidden = std::max(0.0, all - exposed);
+      ms = total;
+    };
+    pass(sc.forward_ms, z.gather_ms, z.forward_exposed_ms, z.forward_hidden_ms);
+    pass(sc.backward_input_ms, z.gather_ms, z.backward_input_exposed_ms,
+         z.backward_input_hidden_ms);
+    pass(sc.backward_weight_ms, z.reduce_ms, z.backward_weight_exposed_ms,
+         z.backward_weight_hidden_ms);
+  }
+}
+
 void ApplyVariability(JobCosts& jc, const CostInputs& in) {
   const ParallelConfig& p = in.parallel;
   jc.straggler_ranks =
@@ -715,6 +740,7 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   jc.stages = BuildStages(
       MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages, in.microbatches), *split);
   ApplyVariability(jc, in);
+  ApplyZero3Passes(jc);
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }

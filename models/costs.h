@@ -86,6 +86,21 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   std::int64_t cp_bytes_per_microbatch = 0;            // bytes one rank sends in ring attention
   std::int64_t zero3_gather_bytes_per_microbatch = 0;  // ZeRO-3 parameter gathers (F and I)
 
+  // ZeRO-3 / FSDP per-unit collectives (parallel.zero 3, dp x cp > 1), per microbatch. Each of
+  // `units` units is gathered before its F and again before its I, and reduce-scattered after
+  // its W. forward_ms, backward_input_ms and backward_weight_ms include the part of a pass's
+  // collectives that its compute does not hide (*_exposed_ms); the rest (*_hidden_ms) runs
+  // on the collective stream under the compute and is in no stage time.
+  struct Zero3 {
+    bool applies = false;
+    double units = 0;      // collectives per pass
+    double gather_ms = 0;  // one unit's all-gather
+    double reduce_ms = 0;  // one unit's reduce-scatter
+    bool prefetch = true;  // training.zero3_prefetch >= 1: ahead on the collective stream
+    double forward_exposed_ms = 0, backward_input_exposed_ms = 0, backward_weight_exposed_ms = 0;
+    double forward_hidden_ms = 0, backward_input_hidden_ms = 0, backward_weight_hidden_ms = 0;
+  } zero3;
+
   // Schedules with UNSHARD/RESHARD actions (torch's runtime; FSDP units are whole stages): under
   // ZeRO-3 with dp x cp > 1 the stage's parameters are all-gathered once at UNSHARD and held
   // until RESHARD; while they are held, F, I and W gather nothing, and the gradients are

@@ -24,6 +24,10 @@ enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
 enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
 
 enum class Zero3Unit { kLayer, kModule };
+// How many NICs ZeRO-3's gathers and reduce-scatters drive on a node they span (models/README.md,
+// "ZeRO-3 at scale"): kRank, each rank its own NIC (its share of one, with fewer NICs than GPUs);
+// kNode, the k NICs of the group's k ranks on the node, as every other collective.
+enum class Zero3Nics { kRank, kNode };
 // How data-parallel workers synchronise through parameter servers (models/dp_sync.h): sync
 // (every worker waits for the step's update), async (no wait: pull the latest parameters),
 // stale (a worker runs at most `staleness` steps ahead of the slowest).
@@ -64,6 +68,10 @@ struct TrainingConfig {
   // stage 3 fetches each submodule's parameters: 4 gathers per layer, and only the largest
   // module (fc1) and the prefetched ones held.
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
+  // ZeRO-3: the NICs its collectives drive where the group spans nodes. kRank (default): one
+  // NIC per rank, which is what DeepSpeed's stage 3 realised on DGX A100 nodes at 384 to 2,240
+  // GPUs (Narayanan et al. 2021, Table 2); kNode: k NICs for k ranks per node (NCCL's ring).
+  Zero3Nics zero3_nics = Zero3Nics::kRank;
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 

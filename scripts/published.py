@@ -8,8 +8,8 @@ and one machine-readable line:
 
 where M is what the source reports per GPU: `hardware_tflops_per_gpu` (recomputation
 counted), `model_tflops_per_gpu` or `mfu` (model FLOPs, recomputation not counted). `fit`
-rows are those a device constant was fitted on (models/README.md says which); `test` rows
-were never fitted. The prediction is `pipetwin simulate`'s report, the same metric from the
+rows are those a device constant was fitted on, or a model default chosen on
+(models/README.md says which); `test` rows were never used to fit or choose. The prediction is `pipetwin simulate`'s report, the same metric from the
 same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/published.md):
 
   scripts/published.py build/default/apps/pipetwin > results/published.md
@@ -79,8 +79,8 @@ def main(argv):
            "(runs: `examples/published/`, one job file per run, with its source, the table "
            "and row, and every layout assumption in its header).\n",
            "Error = predicted / published − 1, on the metric the source reports. *fit* rows "
-           "are those the device's fitted constant was fitted on (`models/README.md`); "
-           "*test* rows were never fitted on.\n",
+           "are those the device's fitted constant was fitted on, or a default chosen on "
+           "(`models/README.md` says which); *test* rows were never used for either.\n",
            "| run | source | GPUs | metric | published | predicted | error | split | fits |",
            "|---|---|--:|---|--:|--:|--:|---|---|"]
     for r in runs:

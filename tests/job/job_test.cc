@@ -314,6 +314,8 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.grad_reduce_dtype = models::GradReduceDtype::kBf16;
   c.training.grad_bucket_mb = 12.5;
   c.training.zero3_prefetch = 2;
+  c.training.zero3_unit = models::Zero3Unit::kModule;
+  c.training.zero3_nics = models::Zero3Nics::kNode;
   c.cluster.nics_per_node = 4;
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
@@ -327,7 +329,19 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.grad_reduce_dtype, models::GradReduceDtype::kBf16);
   EXPECT_EQ(c2->training.grad_bucket_mb, 12.5);
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
+  EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
+  EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kNode);
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
+  // A value outside the choice names the key and what is allowed.
+  const std::string wrong = "training: {zero3_nics: rail}";
+  auto w = ParseJobConfig(
+      "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 2}\nmodel: {preset: "
+      "tiny}\n" +
+          wrong + "\n",
+      "job.yaml");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("training.zero3_nics"), std::string::npos) << w.error().message;
+  EXPECT_NE(w.error().message.find("node"), std::string::npos) << w.error().message;
   EXPECT_EQ(c2->cluster.dp_reduction, models::ClusterConfig::DpReduction::kRing);
   EXPECT_EQ(c2->cluster.variability.distribution, models::Variability::Distribution::kLognormal);
   EXPECT_EQ(c2->cluster.variability.cv, 0.03);

@@ -93,6 +93,39 @@ TEST(ReportBuilder, PredictedAndMeasuredAgreeOnTheSameTimeline) {
   }
 }
 
+// The breakdown puts ZeRO-3's exposed per-unit collectives (inside F, I and W's times) under
+// DP communication, not compute, and their hidden part under dp_comm_overlapped_ms: its
+// compute is the ZeRO-1 step's (same optimizer shard), and ZeRO-3 leaves nothing else exposed.
+TEST(ReportBuilder, Zero3BreakdownSeparatesItsCollectives) {
+  auto job = [](const std::string& zero) {
+    return Job("schedule: 1f1b\nparallel: {pp: 1, dp: 16, zero: " + zero +
+               "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 64, micro_batch: 1}\n"
+               "cluster: {device: a100-sxm-80gb, nodes: 2}\n");
+  };
+  const ResolvedJob j3 = job("3");
+  const ResolvedJob j1 = job("1");
+  auto s3 = Simulate(j3);
+  auto s1 = Simulate(j1);
+  ASSERT_TRUE(s3.ok() && s1.ok());
+  ASSERT_TRUE(s3->report.breakdown && s1->report.breakdown && j3.model_costs);
+  const Breakdown& b3 = *s3->report.breakdown;
+  const models::StageCost::Zero3& z = j3.model_costs->stages[0].zero3;
+  const double m = j3.microbatches;
+  const double exposed =
+      m * (z.forward_exposed_ms + z.backward_input_exposed_ms + z.backward_weight_exposed_ms);
+  const double hidden =
+      m * (z.forward_hidden_ms + z.backward_input_hidden_ms + z.backward_weight_hidden_ms);
+  EXPECT_GT(exposed, 0);
+  EXPECT_GT(hidden, 0);
+  EXPECT_NEAR(b3.compute_ms, s1->report.breakdown->compute_ms,
+              1e-4);                                    // the simulator's nanoseconds
+  EXPECT_NEAR(b3.dp_comm_exposed_ms, exposed, 1e-4);    // the simulator's nanoseconds
+  EXPECT_NEAR(b3.dp_comm_overlapped_ms, hidden, 1e-4);  // the simulator's nanoseconds
+  EXPECT_NEAR(
+      b3.compute_ms + b3.dp_comm_exposed_ms + b3.tp_cp_comm_exposed_ms + b3.pp_comm_and_bubble_ms,
+      s3->report.iteration_time_ms, 1e-4);  // the simulator's nanoseconds
+}
+
 TEST(ReportBuilder, ZeroBubbleH2WithoutSyncReachesZeroBubble) {
   // The Zero Bubble paper (Sec. 4-5): with post-validation (optimizer_sync false) and
   // F = I = W, ZB-H2's cost is m(F + I + W) plus the (p − 1)(F + I − 2W) = 0 bubble.

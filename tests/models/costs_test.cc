@@ -526,6 +526,51 @@ TEST(CostsTest, Zero3ModuleUnitsGatherEachWeightMatrix) {
   EXPECT_EQ(unit, 2 * std::int64_t{2048} * 8192);  // gpt3-1.3b's fc1, 2 bytes
 }
 
+// training.zero3_nics over 2 nodes of 8 (no latency): `rank` (the default) gathers each unit
+// over one NIC per rank, `node` over the 8 NICs of the group's 8 ranks on a node (NVLink
+// being faster). A pass adds what its compute does not hide (exposed) and hides the rest.
+TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
+  auto job = [](const std::string& nics) {
+    return "schedule: 1f1b\nparallel: {pp: 1, dp: 16, zero: 3}\nmodel: {preset: gpt3-1.3b}\n"
+           "training: {global_batch: 64, micro_batch: 1" +
+           nics +
+           "}\ncluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
+           "inter_node: {latency_us: 0}}\n";
+  };
+  Expected<JobCosts> rank = CostsOnly(job(""), 1);
+  Expected<JobCosts> node = CostsOnly(job(", zero3_nics: node"), 1);
+  Expected<JobCosts> z0 = CostsOnly(
+      "schedule: 1f1b\nparallel: {pp: 1, dp: 16}\nmodel: {preset: gpt3-1.3b}\n"
+      "training: {global_batch: 64, micro_batch: 1}\n"
+      "cluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
+      "inter_node: {latency_us: 0}}\n",
+      1);
+  ASSERT_TRUE(rank.ok() && node.ok() && z0.ok()) << (rank.ok() ? "" : rank.error().message);
+  const StageCost& r = rank->stages[0];
+  const StageCost& n = node->stages[0];
+  const StageCost& a = z0->stages[0];
+  const double nic = rank->cluster.inter.bandwidth_bytes_per_s;
+  const double nvlink = rank->cluster.intra.bandwidth_bytes_per_s;
+  const double layers = r.layers;
+  const double bytes = 15.0 / 16 * 2 * static_cast<double>(r.params);  // sent per rank, bf16
+  ASSERT_TRUE(r.zero3.applies);
+  EXPECT_EQ(r.zero3.units, layers);
+  EXPECT_NEAR(r.zero3.gather_ms, 1e3 * bytes / layers / nic, 1e-9);
+  EXPECT_NEAR(n.zero3.gather_ms, 1e3 * bytes / layers / std::min(nvlink, 8 * nic), 1e-9);
+  EXPECT_NEAR(r.zero3.reduce_ms, 2 * r.zero3.gather_ms, 1e-9);  // fp32 gradients
+  EXPECT_NEAR(r.unshard.gather_ms, 1e3 * bytes / nic, 1e-9);    // FSDP's whole-stage gather
+  // The passes: max(compute, L g) + g, exposed = what that adds, hidden = the rest of L g.
+  const double all = 1e3 * bytes / nic;
+  EXPECT_NEAR(r.forward_ms, std::max(a.forward_ms, all) + all / layers, 1e-9);
+  EXPECT_NEAR(r.zero3.forward_exposed_ms, r.forward_ms - a.forward_ms, 1e-9);
+  EXPECT_NEAR(r.zero3.forward_hidden_ms, std::max(0.0, all - r.zero3.forward_exposed_ms), 1e-9);
+  EXPECT_NEAR(r.backward_weight_ms, std::max(a.backward_weight_ms, 2 * all) + 2 * all / layers,
+              1e-9);
+  EXPECT_NEAR(r.zero3.backward_weight_exposed_ms, r.backward_weight_ms - a.backward_weight_ms,
+              1e-9);
+  EXPECT_GT(r.forward_ms, n.forward_ms);
+}
+
 TEST(CostsTest, UnevenSplit) {
   const std::string yaml =
       "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\n"

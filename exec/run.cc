@@ -260,6 +260,12 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
                          "`run` (simulate models all three)");
   }
+  if (cfg.training.pipeline_engine != models::PipelineEngine::kMegatron) {
+    return cfg.source.At("training.pipeline_engine",
+                         "deepspeed (each send waits before the next action) is modelled by "
+                         "simulate only; the executor sends as Megatron-LM does: use "
+                         "pipeline_engine: megatron with `run`");
+  }
   // A device's work runs behind the host's back: only the host backends slow a straggler.
   if (cfg.stragglers.any() && opts.backend != "cpu" && opts.backend != "sleep") {
     return cfg.source.At("execution.stragglers",

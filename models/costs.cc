@@ -741,6 +741,7 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
       MakeShared(c, in.parallel, jc.cluster, pp_link, num_stages, in.microbatches), *split);
   ApplyVariability(jc, in);
   ApplyZero3Passes(jc);
+  jc.blocking_sends = in.training.pipeline_engine == PipelineEngine::kDeepSpeed;
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }

@@ -127,6 +127,8 @@ struct JobCosts {
   // cluster.variability: the expected slowest of the ranks that synchronise, as a factor on
   // every stage's compute (1 without variability); already applied to the stage times.
   double straggler_factor = 1;
+  // training.pipeline_engine: deepspeed. A stage's compute waits for each of its sends.
+  bool blocking_sends = false;
   long long straggler_ranks = 1;  // the ranks it is the maximum over
   std::int64_t hbm_bytes = 0;
   double peak_flops_per_device = 0;  // dense, in the training precision

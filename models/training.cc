@@ -73,11 +73,11 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s =
-          f.CheckKeys(node, "training",
-                      {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
-                       "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
-                       "zero3_prefetch", "zero3_unit", "zero3_nics", "dp_sync", "staleness"});
+  if (Status s = f.CheckKeys(
+          node, "training",
+          {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
+           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit",
+           "zero3_nics", "pipeline_engine", "dp_sync", "staleness"});
       !s) {
     return s.error();
   }
@@ -151,6 +151,11 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<std::string> x = f.Choice(v, "training.zero3_nics", {"rank", "node"});
     if (!x) return x.error();
     t.zero3_nics = *x == "rank" ? Zero3Nics::kRank : Zero3Nics::kNode;
+  }
+  if (const YAML::Node v = node["pipeline_engine"]) {
+    Expected<std::string> x = f.Choice(v, "training.pipeline_engine", {"megatron", "deepspeed"});
+    if (!x) return x.error();
+    t.pipeline_engine = *x == "megatron" ? PipelineEngine::kMegatron : PipelineEngine::kDeepSpeed;
   }
   if (const YAML::Node v = node["dp_sync"]) {
     Expected<std::string> x = f.Choice(v, "training.dp_sync", {"sync", "async", "stale"});

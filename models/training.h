@@ -28,6 +28,10 @@ enum class Zero3Unit { kLayer, kModule };
 // "ZeRO-3 at scale"): kRank, each rank its own NIC (its share of one, with fewer NICs than GPUs);
 // kNode, the k NICs of the group's k ranks on the node, as every other collective.
 enum class Zero3Nics { kRank, kNode };
+// Whose pipeline engine runs the stages' sends (models/README.md, "Pipeline engines"):
+// Megatron-LM's, which issues them asynchronously (the compute goes on), or DeepSpeed's
+// PipelineEngine (Megatron-DeepSpeed), which waits for each send before its next instruction.
+enum class PipelineEngine { kMegatron, kDeepSpeed };
 // How data-parallel workers synchronise through parameter servers (models/dp_sync.h): sync
 // (every worker waits for the step's update), async (no wait: pull the latest parameters),
 // stale (a worker runs at most `staleness` steps ahead of the slowest).
@@ -72,6 +76,7 @@ struct TrainingConfig {
   // NIC per rank, which is what DeepSpeed's stage 3 realised on DGX A100 nodes at 384 to 2,240
   // GPUs (Narayanan et al. 2021, Table 2); kNode: k NICs for k ranks per node (NCCL's ring).
   Zero3Nics zero3_nics = Zero3Nics::kRank;
+  PipelineEngine pipeline_engine = PipelineEngine::kMegatron;
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 

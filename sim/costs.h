@@ -39,6 +39,9 @@ struct StageTimes {
 struct CostTable {
   std::vector<StageTimes> stages;
   SimTime sync;  // the all-rank synchronisation before the optimizer step (optimizer_sync)
+  // A rank's next action waits for each of its sends to finish (DeepSpeed's pipeline engine,
+  // training.pipeline_engine); otherwise sends run beside the compute.
+  bool blocking_sends = false;
 };
 
 CostTable UniformCosts(const AbstractCosts& c, int num_stages);

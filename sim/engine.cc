@@ -231,6 +231,13 @@ class Engine {
             Push(Max(end, now), w);
           }
           ++st.pc;
+          if (c_.blocking_sends) {  // the rank's next action waits for this send
+            st.cursor = end;
+            if (end > now) {
+              Push(end, r);
+              return;
+            }
+          }
           break;
         }
         case ActionKind::kRecvF:

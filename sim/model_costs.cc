@@ -36,6 +36,7 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     t.stages.push_back(st);
   }
   t.sync = SimTime::FromMillis(jc.sync_ms);
+  t.blocking_sends = jc.blocking_sends;
   return t;
 }
 

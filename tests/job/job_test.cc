@@ -316,6 +316,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.zero3_prefetch = 2;
   c.training.zero3_unit = models::Zero3Unit::kModule;
   c.training.zero3_nics = models::Zero3Nics::kNode;
+  c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
   c.cluster.nics_per_node = 4;
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
@@ -331,6 +332,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kNode);
+  EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
   // A value outside the choice names the key and what is allowed.
   const std::string wrong = "training: {zero3_nics: rail}";

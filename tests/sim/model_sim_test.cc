@@ -28,6 +28,30 @@ SimResult SimText(const std::string& yaml) {
   return std::move(*r);
 }
 
+// training.pipeline_engine: deepspeed waits for each send before the next action. Hand-worked
+// for 1F1B on 2 stages, 2 microbatches (stage times f0, b0, f1, b1, transfer c; f1 + b1 >= f0
+// and >= b0): with sends beside the compute stage 0 ends at f0 + 2c + 2f1 + 2b1 + b0; with
+// blocking sends stage 0's F(1) starts after its first send, stage 1's F(1) after its first
+// backward send, and the last gradient arrives one transfer later: f0 + 3c + 2f1 + 2b1 + b0.
+TEST(ModelSim, DeepSpeedBlockingSendsAddOneTransferOnTwoStages) {
+  const std::string job =
+      "schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: gpt3-1.3b}\n"
+      "cluster: {device: a100-sxm-80gb, gpus_per_node: 1, nodes: 2}\n"
+      "training: {global_batch: 2, micro_batch: 1";
+  const SimResult mg = SimText(job + "}\n");
+  const SimResult ds = SimText(job + ", pipeline_engine: deepspeed}\n");
+  auto costs = ParseJob(job + "}\n", "t.yaml");
+  ASSERT_TRUE(costs.ok() && costs->model_costs);
+  const models::StageCost& s0 = costs->model_costs->stages[0];
+  const models::StageCost& s1 = costs->model_costs->stages[1];
+  ASSERT_GE(s1.forward_ms + s1.backward_input_ms + s1.backward_weight_ms, s0.forward_ms);
+  const double c = s0.p2p_ms;
+  ASSERT_GT(c, 0.1);  // over the nodes' NICs: visible
+  EXPECT_NEAR(ds.report.iteration_time_ms - mg.report.iteration_time_ms, c, 1e-5);
+  // The compute is the same; the waits are not compute.
+  EXPECT_NEAR(ds.report.ranks[0].compute_busy_ms, mg.report.ranks[0].compute_busy_ms, 1e-5);
+}
+
 TEST(ModelSim, Gpt3ModelFlopsAndMfuFollowNarayanan) {
   const SimResult r = SimFile("examples/models/gpt3-175b.yaml");
   // 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)), B = 1536, s = 2048, l = 96, h = 12288, V = 50257.

@@ -558,11 +558,11 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       // plus one unit's collective that nothing hides (the first gather, the last
       // reduce-scatter); with 0 every one is in series with the compute (ApplyZero3Passes,
       // once the compute is final). Equal units give the exact total: the bandwidth term is
-      // linear in bytes, the latency is per call. With training.zero3_nics: rank (default)
-      // every rank drives its own NIC where the group spans nodes, not the k NICs of its k
-      // ranks on a node (models/README.md, "ZeRO-3 at scale").
+      // linear in bytes, the latency is per call. With training.zero3_nics: rank (auto's
+      // choice for module units) every rank drives its own NIC where the group spans nodes,
+      // not the k NICs of its k ranks on a node (models/README.md, "ZeRO-3 at scale").
       GroupShape group = c.dp_group;
-      if (c.t.zero3_nics == Zero3Nics::kRank) group.ranks_per_node = 1;
+      if (c.t.zero3_one_nic_per_rank()) group.ranks_per_node = 1;
       const double per_layer = c.t.zero3_unit == Zero3Unit::kModule ? 4 : 1;
       const double units = std::max(1.0, per_layer * sc.layers);
       sc.zero3 = {

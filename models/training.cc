@@ -148,9 +148,11 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     t.zero3_unit = *x == "layer" ? Zero3Unit::kLayer : Zero3Unit::kModule;
   }
   if (const YAML::Node v = node["zero3_nics"]) {
-    Expected<std::string> x = f.Choice(v, "training.zero3_nics", {"rank", "node"});
+    Expected<std::string> x = f.Choice(v, "training.zero3_nics", {"auto", "rank", "node"});
     if (!x) return x.error();
-    t.zero3_nics = *x == "rank" ? Zero3Nics::kRank : Zero3Nics::kNode;
+    t.zero3_nics = *x == "auto"   ? Zero3Nics::kAuto
+                   : *x == "rank" ? Zero3Nics::kRank
+                                  : Zero3Nics::kNode;
   }
   if (const YAML::Node v = node["pipeline_engine"]) {
     Expected<std::string> x = f.Choice(v, "training.pipeline_engine", {"megatron", "deepspeed"});

@@ -26,8 +26,9 @@ enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gr
 enum class Zero3Unit { kLayer, kModule };
 // How many NICs ZeRO-3's gathers and reduce-scatters drive on a node they span (models/README.md,
 // "ZeRO-3 at scale"): kRank, each rank its own NIC (its share of one, with fewer NICs than GPUs);
-// kNode, the k NICs of the group's k ranks on the node, as every other collective.
-enum class Zero3Nics { kRank, kNode };
+// kNode, the k NICs of the group's k ranks on the node, as every other collective; kAuto, kRank
+// for zero3_unit: module (DeepSpeed's stage 3) and kNode for zero3_unit: layer (FSDP).
+enum class Zero3Nics { kAuto, kRank, kNode };
 // Whose pipeline engine runs the stages' sends (models/README.md, "Pipeline engines"):
 // Megatron-LM's, which issues them asynchronously (the compute goes on), or DeepSpeed's
 // PipelineEngine (Megatron-DeepSpeed), which waits for each send before its next instruction.
@@ -72,10 +73,16 @@ struct TrainingConfig {
   // stage 3 fetches each submodule's parameters: 4 gathers per layer, and only the largest
   // module (fc1) and the prefetched ones held.
   Zero3Unit zero3_unit = Zero3Unit::kLayer;
-  // ZeRO-3: the NICs its collectives drive where the group spans nodes. kRank (default): one
-  // NIC per rank, which is what DeepSpeed's stage 3 realised on DGX A100 nodes at 384 to 2,240
-  // GPUs (Narayanan et al. 2021, Table 2); kNode: k NICs for k ranks per node (NCCL's ring).
-  Zero3Nics zero3_nics = Zero3Nics::kRank;
+  // ZeRO-3: the NICs its collectives drive where the group spans nodes. kRank: one NIC per
+  // rank, which is what DeepSpeed's stage 3 realised on DGX A100 nodes at 384 to 2,240 GPUs
+  // (Narayanan et al. 2021, Table 2); kNode: k NICs for k ranks per node (NCCL's ring), which
+  // is what FSDP realised in MosaicML's runs; kAuto (default) picks by zero3_unit.
+  Zero3Nics zero3_nics = Zero3Nics::kAuto;
+  // Whether ZeRO-3's collectives drive one NIC per rank (zero3_nics, resolved).
+  bool zero3_one_nic_per_rank() const {
+    return zero3_nics == Zero3Nics::kRank ||
+           (zero3_nics == Zero3Nics::kAuto && zero3_unit == Zero3Unit::kModule);
+  }
   PipelineEngine pipeline_engine = PipelineEngine::kMegatron;
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest

@@ -315,7 +315,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.grad_bucket_mb = 12.5;
   c.training.zero3_prefetch = 2;
   c.training.zero3_unit = models::Zero3Unit::kModule;
-  c.training.zero3_nics = models::Zero3Nics::kNode;
+  c.training.zero3_nics = models::Zero3Nics::kRank;
   c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
   c.cluster.nics_per_node = 4;
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
@@ -331,7 +331,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.grad_bucket_mb, 12.5);
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
-  EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kNode);
+  EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
   EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
   // A value outside the choice names the key and what is allowed.

@@ -526,9 +526,10 @@ TEST(CostsTest, Zero3ModuleUnitsGatherEachWeightMatrix) {
   EXPECT_EQ(unit, 2 * std::int64_t{2048} * 8192);  // gpt3-1.3b's fc1, 2 bytes
 }
 
-// training.zero3_nics over 2 nodes of 8 (no latency): `rank` (the default) gathers each unit
-// over one NIC per rank, `node` over the 8 NICs of the group's 8 ranks on a node (NVLink
-// being faster). A pass adds what its compute does not hide (exposed) and hides the rest.
+// training.zero3_nics over 2 nodes of 8 (no latency): `rank` gathers each unit over one NIC
+// per rank, `node` over the 8 NICs of the group's 8 ranks on a node (NVLink being faster);
+// `auto` (the default) is `rank` for module units (DeepSpeed) and `node` for layer units
+// (FSDP). A pass adds what its compute does not hide (exposed) and hides the rest.
 TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   auto job = [](const std::string& nics) {
     return "schedule: 1f1b\nparallel: {pp: 1, dp: 16, zero: 3}\nmodel: {preset: gpt3-1.3b}\n"
@@ -537,8 +538,14 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
            "}\ncluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
            "inter_node: {latency_us: 0}}\n";
   };
-  Expected<JobCosts> rank = CostsOnly(job(""), 1);
+  Expected<JobCosts> rank = CostsOnly(job(", zero3_nics: rank"), 1);
   Expected<JobCosts> node = CostsOnly(job(", zero3_nics: node"), 1);
+  Expected<JobCosts> auto_layer = CostsOnly(job(""), 1);
+  Expected<JobCosts> auto_module = CostsOnly(job(", zero3_unit: module"), 1);
+  Expected<JobCosts> rank_module = CostsOnly(job(", zero3_unit: module, zero3_nics: rank"), 1);
+  ASSERT_TRUE(auto_layer.ok() && auto_module.ok() && rank_module.ok());
+  EXPECT_EQ(auto_layer->stages[0].zero3.gather_ms, node->stages[0].zero3.gather_ms);
+  EXPECT_EQ(auto_module->stages[0].zero3.gather_ms, rank_module->stages[0].zero3.gather_ms);
   Expected<JobCosts> z0 = CostsOnly(
       "schedule: 1f1b\nparallel: {pp: 1, dp: 16}\nmodel: {preset: gpt3-1.3b}\n"
       "training: {global_batch: 64, micro_batch: 1}\n"

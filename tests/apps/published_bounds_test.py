@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""published_bounds_test.py PIPETWIN SOURCE_DIR: the accuracy suite (scripts/published.py) stays
+where results/published.md says it stands, source by source, against the published figures:
+
+  Megatron-LM on A100 (Narayanan et al. 2021 Tables 1 and 2, Korthikanti et al. 2022) and
+  Llama 3 on H100: every row within 10%;
+  DeepSpeed ZeRO-3 (Table 2) and FSDP on A100 (MosaicML): every row within 15%;
+  the two known misses (models/README.md) stay optimistic: Megatron-Turing NLG (DeepSpeed's
+  pipeline engine) and MosaicML's 2023 H100 runs are predicted above what they published.
+
+A change to the model that moves a row out of its bound fails here; widen a bound only with a
+reason in models/README.md."""
+import os
+import re
+import subprocess
+import sys
+
+
+def main(argv):
+    pipetwin, src = argv[1], argv[2]
+    out = subprocess.run([sys.executable, os.path.join(src, "scripts", "published.py"), pipetwin],
+                         check=True, capture_output=True, text=True).stdout
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([+-][0-9.]+)% \| (?:fit|test) \| (yes|\*\*no\*\*) \|$",
+                      out, re.M)
+    if len(rows) < 40:
+        print("FAIL: only %d rows in the suite's table" % len(rows))
+        return 1
+    bad = 0
+    for path, err, fits in rows:
+        e = float(err)
+        if path.startswith("smith2022/") or path.startswith("mosaicml2023/h100"):
+            ok, want = e > 0, "optimistic (a known miss)"
+        elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \
+                path.startswith("mosaicml2023/a100"):
+            ok, want = abs(e) <= 15, "within 15%"
+        else:
+            ok, want = abs(e) <= 10, "within 10%"
+        print("%s %-45s %+6.1f%%  %s" % ("ok  " if ok else "FAIL", path, e, want))
+        bad |= not ok
+    print("PASS" if not bad else "FAIL")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -578,6 +578,27 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   EXPECT_GT(r.forward_ms, n.forward_ms);
 }
 
+// The straggler factor (cluster.variability) scales compute, not ZeRO-3's collectives: the
+// pass is max(k x compute, units x g) + g with the ZeRO-0 job's scaled compute.
+TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
+  auto job = [](const std::string& zero) {
+    return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + zero +
+           "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 64, micro_batch: 1}\n"
+           "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}, "
+           "variability: {distribution: normal, cv: 0.05}}\n";
+  };
+  Expected<JobCosts> z0 = Costs(job(""), 1);
+  Expected<JobCosts> z3 = Costs(job(", zero: 3"), 1);
+  ASSERT_TRUE(z0.ok() && z3.ok()) << (z3.ok() ? "" : z3.error().message);
+  ASSERT_GT(z3->straggler_factor, 1.05);  // E[max of 8 normals] = 1 + 1.42 cv
+  const StageCost& a = z0->stages[0];
+  const StageCost& b = z3->stages[0];
+  const double g = b.zero3.gather_ms, rs = b.zero3.reduce_ms, units = b.zero3.units;
+  EXPECT_NEAR(b.forward_ms, std::max(a.forward_ms, units * g) + g, 1e-9);
+  EXPECT_NEAR(b.backward_input_ms, std::max(a.backward_input_ms, units * g) + g, 1e-9);
+  EXPECT_NEAR(b.backward_weight_ms, std::max(a.backward_weight_ms, units * rs) + rs, 1e-9);
+}
+
 TEST(CostsTest, UnevenSplit) {
   const std::string yaml =
       "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\n"

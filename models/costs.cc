@@ -684,8 +684,27 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
 
 // Phase 7, cluster.variability: each step waits for the slowest of the ranks that synchronise
 // in it, so every stage's compute (not its exposed communication) runs E[max] times longer.
-// ZeRO-3's per-unit collectives against the final compute (after ApplyVariability, whose
-// factor scales compute, not communication). With prefetch a pass takes max(compute,
+void ApplyVariability(JobCosts& jc, const CostInputs& in) {
+  const ParallelConfig& p = in.parallel;
+  jc.straggler_ranks =
+      in.optimizer_sync ? jc.world_size : static_cast<long long>(p.tp) * p.cp * p.dp;
+  jc.straggler_factor = ExpectedMaxFactor(jc.cluster.variability, jc.straggler_ranks);
+  if (jc.straggler_factor == 1) return;
+  const double k = jc.straggler_factor;
+  for (StageCost& sc : jc.stages) {
+    const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms;
+    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms;
+    sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
+    sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
+    sc.backward_weight_ms *= k;
+    sc.unshard.forward_ms = (sc.unshard.forward_ms - f_comm) * k + f_comm;
+    sc.unshard.backward_input_ms = (sc.unshard.backward_input_ms - i_comm) * k + i_comm;
+    sc.unshard.backward_weight_ms *= k;
+  }
+}
+
+// Phase 8, ZeRO-3's per-unit collectives against the final compute (after ApplyVariability,
+// whose factor scales compute, not communication). With prefetch a pass takes max(compute,
 // units x one) plus one unit's collective that nothing hides (the first gather, the last
 // reduce-scatter); without, every collective is in series. What the pass adds to the
 // compute is exposed; the rest of the collectives' time is hidden under it.
@@ -705,25 +724,6 @@ void ApplyZero3Passes(JobCosts& jc) {
          z.backward_input_hidden_ms);
     pass(sc.backward_weight_ms, z.reduce_ms, z.backward_weight_exposed_ms,
          z.backward_weight_hidden_ms);
-  }
-}
-
-void ApplyVariability(JobCosts& jc, const CostInputs& in) {
-  const ParallelConfig& p = in.parallel;
-  jc.straggler_ranks =
-      in.optimizer_sync ? jc.world_size : static_cast<long long>(p.tp) * p.cp * p.dp;
-  jc.straggler_factor = ExpectedMaxFactor(jc.cluster.variability, jc.straggler_ranks);
-  if (jc.straggler_factor == 1) return;
-  const double k = jc.straggler_factor;
-  for (StageCost& sc : jc.stages) {
-    const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms;
-    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms;
-    sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
-    sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
-    sc.backward_weight_ms *= k;
-    sc.unshard.forward_ms = (sc.unshard.forward_ms - f_comm) * k + f_comm;
-    sc.unshard.backward_input_ms = (sc.unshard.backward_input_ms - i_comm) * k + i_comm;
-    sc.unshard.backward_weight_ms *= k;
   }
 }
 

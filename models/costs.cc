@@ -599,6 +599,27 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   sc.optimizer_ms = MemoryBoundMs(c.d, OptimizerStepBytes(opt_params, c.t));
 }
 
+// Stage phase, DeepSpeed's BF16 optimizer (training.pipeline_engine: deepspeed, precision bf16,
+// ZeRO 0: what DeepSpeed runs for bf16 without its ZeRO optimizer, since 0.6.2): after every
+// microbatch's backward it adds the stage's bf16 gradients into their fp32 copies, parameter
+// by parameter in eager PyTorch (BF16_Optimizer.update_hp_grads: hp.add_(lp.grad.to(float32))):
+// the bf16 gradient read (2 bytes), the fp32 temporary written and read (4 + 4), the fp32
+// gradient read and written (4 + 4). Memory-bound, at the end of every W (or B). Megatron-LM
+// fuses that accumulation into the weight-gradient GEMM; DeepSpeed's ZeRO 1/2 optimizers
+// accumulate in the 16-bit gradients.
+constexpr double kDeepSpeedBf16AccumBytesPerParam = 18;
+
+void StageDeepSpeedGradAccumulation(const Shared& j, StageCost& sc) {
+  const TrainingConfig& t = j.c.t;
+  if (t.pipeline_engine != PipelineEngine::kDeepSpeed || t.precision != Precision::kBf16 ||
+      j.par.zero != 0) {
+    return;
+  }
+  sc.grad_accum_ms =
+      MemoryBoundMs(j.c.d, kDeepSpeedBf16AccumBytesPerParam * static_cast<double>(sc.params));
+  sc.backward_weight_ms += sc.grad_accum_ms;
+}
+
 // Phase 5: every stage, in model order, through the stage phases above.
 std::vector<StageCost> BuildStages(const Shared& j, const std::vector<int>& split) {
   std::vector<StageCost> stages;
@@ -616,6 +637,7 @@ std::vector<StageCost> BuildStages(const Shared& j, const std::vector<int>& spli
     StagePipelineTransfer(j, sc);
     StageStateAndBuffers(j, sc);
     StageDataParallel(j, sc);
+    StageDeepSpeedGradAccumulation(j, sc);
     stages.push_back(sc);
   }
   return stages;

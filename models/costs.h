@@ -61,6 +61,9 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   double param_allgather_hidden_ms = 0;
   double embedding_sync_ms = 0;  // tied embeddings over > 1 stage: first/last grads summed
   double optimizer_ms = 0;       // memory-bound optimizer step over this rank's shard
+  // training.pipeline_engine: deepspeed with bf16 and ZeRO 0: its BF16 optimizer's fp32
+  // accumulation of each microbatch's gradients, memory-bound; included in backward_weight_ms.
+  double grad_accum_ms = 0;
 
   // FLOPs of one microbatch of this stage, summed over its TP x CP group.
   double model_flops_per_microbatch = 0;             // Narayanan et al.: F + B, no recompute

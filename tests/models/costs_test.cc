@@ -599,6 +599,40 @@ TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
   EXPECT_NEAR(b.backward_weight_ms, std::max(a.backward_weight_ms, units * rs) + rs, 1e-9);
 }
 
+TEST(CostsTest, DeepSpeedBf16OptimizerAccumulatesEachMicrobatchInFp32) {
+  auto job = [](const std::string& engine, const std::string& precision, int zero) {
+    return "schedule: 1f1b\nparallel: {pp: 2, tp: 2, dp: 2, zero: " + std::to_string(zero) +
+           "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 2, "
+           "precision: " +
+           precision + ", pipeline_engine: " + engine +
+           "}\ncluster: {device: a100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> ds = CostsOnly(job("deepspeed", "bf16", 0), 2);
+  Expected<JobCosts> mg = CostsOnly(job("megatron", "bf16", 0), 2);
+  Expected<JobCosts> ds_zero1 = CostsOnly(job("deepspeed", "bf16", 1), 2);
+  Expected<JobCosts> ds_fp16 = CostsOnly(job("deepspeed", "fp16", 0), 2);
+  ASSERT_TRUE(ds.ok() && mg.ok() && ds_zero1.ok() && ds_fp16.ok())
+      << (ds.ok() ? "" : ds.error().message);
+  // A100: 2,039 GB/s at 0.85. Per microbatch, 18 bytes per parameter the rank holds: bf16
+  // gradient read (2), fp32 temporary written and read (4 + 4), fp32 gradient read and
+  // written (4 + 4).
+  const double hbm = 2039e9 * 0.85;
+  for (std::size_t s = 0; s < 2; ++s) {
+    const StageCost& d = ds->stages[s];
+    const StageCost& m = mg->stages[s];
+    const double expect_ms = 1e3 * 18.0 * static_cast<double>(d.params) / hbm;
+    EXPECT_NEAR(d.grad_accum_ms, expect_ms, 1e-9);
+    EXPECT_GT(d.grad_accum_ms, 1.0);  // 1.3B / (2 x 2) params: about 3 ms, not a rounding
+    EXPECT_NEAR(d.backward_weight_ms - m.backward_weight_ms, expect_ms, 1e-9);
+    EXPECT_EQ(d.forward_ms, m.forward_ms);
+    EXPECT_EQ(d.backward_input_ms, m.backward_input_ms);
+    EXPECT_EQ(m.grad_accum_ms, 0);
+    // DeepSpeed's ZeRO optimizers and its fp16 optimizer accumulate in the 16-bit gradients.
+    EXPECT_EQ(ds_zero1->stages[s].grad_accum_ms, 0);
+    EXPECT_EQ(ds_fp16->stages[s].grad_accum_ms, 0);
+  }
+}
+
 TEST(CostsTest, UnevenSplit) {
   const std::string yaml =
       "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\n"

@@ -7,7 +7,8 @@ and one machine-readable line:
   # published: {metric: M, value: V, split: fit|test, source: "..."}
 
 where M is what the source reports per GPU: `hardware_tflops_per_gpu` (recomputation
-counted), `model_tflops_per_gpu` or `mfu` (model FLOPs, recomputation not counted). `fit`
+counted), `model_tflops_per_gpu` or `mfu` (model FLOPs, recomputation not counted), or
+`tokens_per_s` (the whole job's, for sources whose FLOP formulas differ from ours). `fit`
 rows are those a device constant was fitted on, or a model default chosen on
 (models/README.md says which); `test` rows were never used to fit or choose. The prediction is `pipetwin simulate`'s report, the same metric from the
 same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/published.md):
@@ -28,6 +29,7 @@ METRICS = {
     "hardware_tflops_per_gpu": ("hardware TFLOP/s per GPU", lambda r: r["hardware_flops"]["tflops_per_device"]),
     "model_tflops_per_gpu": ("model TFLOP/s per GPU", lambda r: r["throughput"]["tflops_per_device"]),
     "mfu": ("MFU", lambda r: r["throughput"]["mfu"]),
+    "tokens_per_s": ("tokens/s, whole job", lambda r: r["throughput"]["tokens_per_s"]),
 }
 
 

@@ -2,11 +2,12 @@
 """published_bounds_test.py PIPETWIN SOURCE_DIR: the accuracy suite (scripts/published.py) stays
 where results/published.md says it stands, source by source, against the published figures:
 
-  Megatron-LM on A100 (Narayanan et al. 2021 Tables 1 and 2, Korthikanti et al. 2022) and
-  Llama 3 on H100: every row within 10%;
+  Megatron-LM on A100 (Narayanan et al. 2021 Tables 1 and 2, Korthikanti et al. 2022), BLOOM
+  (Megatron-DeepSpeed, BigScience 2022) and Llama 3 on H100: every row within 10%;
   DeepSpeed ZeRO-3 (Table 2) and FSDP on A100 (MosaicML): every row within 15%;
-  the two known misses (models/README.md) stay optimistic: Megatron-Turing NLG (DeepSpeed's
-  pipeline engine) and MosaicML's 2023 H100 runs are predicted above what they published.
+  the known misses (models/README.md) stay optimistic: Megatron-Turing NLG (DeepSpeed's
+  pipeline engine) and MosaicML's 2023 H100 runs are predicted above what they published, and
+  NVIDIA's 2025 NeMo H100 recipes (dgxc-benchmarking) above it and within 25%.
 
 A change to the model that moves a row out of its bound fails here; widen a bound only with a
 reason in models/README.md."""
@@ -30,6 +31,8 @@ def main(argv):
         e = float(err)
         if path.startswith("smith2022/") or path.startswith("mosaicml2023/h100"):
             ok, want = e > 0, "optimistic (a known miss)"
+        elif path.startswith("dgxc2025/"):
+            ok, want = 0 < e <= 25, "optimistic, within 25% (a known miss)"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \
                 path.startswith("mosaicml2023/a100"):
             ok, want = abs(e) <= 15, "within 15%"

@@ -83,6 +83,68 @@ double TpSent(const Context& c, Collective k, double bytes) {
   return BytesSentPerRank(k, bytes, c.tp_group.size);
 }
 
+// overlap.tp_comm with sequence parallelism, as TransformerEngine's userbuffers run it (the
+// method of each GEMM is NeMo's for H100, nemo/collections/llm/recipes/tp_overlap_configs/
+// userbuffers.py; the SM counts are those configs' shares of H100's 132 SMs, used on every
+// device). Each collective overlaps only the GEMM it feeds or drains:
+// * all-gather, then a column-parallel GEMM (qkv and fc1 forward; the attention-output and fc2
+//   input gradients): ring exchange. The GEMM runs as tp chunks of m / tp rows; chunk i starts
+//   once the i-th shard has arrived (one ring step, c / (tp - 1), each; peer-to-peer copies, no
+//   SMs), so what is exposed is the waiting for shards the chunks outrun.
+// * a row-parallel GEMM, then a reduce-scatter (attention output and fc2 forward): pipelined in
+//   4 chunks, the reduce-scatter of chunk i beside the GEMM of chunk i + 1 on SMs that the GEMM
+//   gives up (24 and 16 of 132), so the GEMM runs slower by that share and the last chunk's
+//   reduce-scatter is exposed.
+// * the input-gradient GEMMs of qkv and fc1, then a reduce-scatter: in bulk beside the
+//   weight-gradient GEMMs, on 24 and 4 SMs of theirs without a margin: it costs those GEMMs
+//   that share of SMs while it runs, and what outlasts a GEMM of the same size.
+// Returns the time of the pass's four GEMMs with their collectives, overlapped.
+constexpr double kTpRsPipelineChunks = 4;
+constexpr double kTpRsSmShareProj = 24.0 / 132, kTpRsSmShareFc2 = 16.0 / 132;
+constexpr double kTpRsBulkSmShareQkv = 24.0 / 132, kTpRsBulkSmShareFc1 = 4.0 / 132;
+
+double RingExchangeGemmMs(const Context& c, const Gemm& g, double ag_ms) {
+  const double tp = c.sh.tp;
+  const double chunk = GemmMs(c.d, c.t.precision, g.m / tp, g.n, g.k);
+  const double step = ag_ms / (tp - 1);  // one shard over one ring step
+  double t = 0;
+  for (int i = 0; i < c.sh.tp; ++i) t = std::max(t, i * step) + chunk;
+  return t;
+}
+
+double PipelinedReduceScatterGemmMs(const Context& c, const Gemm& g, double rs_ms, double share) {
+  const double k = kTpRsPipelineChunks;
+  const double chunk = GemmMs(c.d, c.t.precision, g.m / k, g.n, g.k) / (1 - share);
+  double rs_end = 0;
+  for (int i = 0; i < static_cast<int>(k); ++i) {
+    rs_end = std::max((i + 1) * chunk, rs_end) + rs_ms / k;
+  }
+  return rs_end;
+}
+
+struct TpOverlapMs {
+  double forward = 0, backward_input = 0;  // the four GEMMs with their collectives
+};
+
+TpOverlapMs UserbuffersOverlap(const Context& c, double ag_ms, double rs_ms) {
+  const std::vector<Gemm> g = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
+  const Gemm &qkv = g[0], &proj = g[1], &fc1 = g[2], &fc2 = g[3];
+  auto plain = [&c](const Gemm& x) { return GemmMs(c.d, c.t.precision, x.m, x.n, x.k); };
+  auto bulk = [&](const Gemm& x, double share) {
+    return plain(x) + rs_ms * share + std::max(0.0, rs_ms - plain(x));
+  };
+  TpOverlapMs t;
+  t.forward = RingExchangeGemmMs(c, qkv, ag_ms) +
+              PipelinedReduceScatterGemmMs(c, proj, rs_ms, kTpRsSmShareProj) +
+              RingExchangeGemmMs(c, fc1, ag_ms) +
+              PipelinedReduceScatterGemmMs(c, fc2, rs_ms, kTpRsSmShareFc2);
+  // The input gradients: dX of proj and fc2 (k and n swapped, the same time in this model)
+  // after the all-gather of their output gradients; dX of qkv and fc1 before a reduce-scatter.
+  t.backward_input = RingExchangeGemmMs(c, proj, ag_ms) + RingExchangeGemmMs(c, fc2, ag_ms) +
+                     bulk(qkv, kTpRsBulkSmShareQkv) + bulk(fc1, kTpRsBulkSmShareFc1);
+  return t;
+}
+
 LayerTimes DecoderLayer(const Context& c) {
   LayerTimes lt;
   const Precision p = c.t.precision;
@@ -132,15 +194,22 @@ LayerTimes DecoderLayer(const Context& c) {
     cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
     lt.cp_bytes = steps * 3 * kv;
   }
-  // overlap.tp_comm (Megatron-Core's --tp-comm-overlap): each collective is split into
-  // chunks along the ring and pipelined with the chunks of the GEMM it feeds (all-gather
-  // before the column-parallel GEMMs) or drains (reduce-scatter after the row-parallel ones),
-  // so per layer only the part longer than those GEMMs is exposed.
+  // overlap.tp_comm (Megatron-Core's --tp-comm-overlap). With sequence parallelism (the only
+  // way Megatron-Core offers it) TransformerEngine's userbuffers (UserbuffersOverlap above):
+  // what the pass takes beyond its plain GEMMs is exposed, the rest of the collectives hidden.
+  // Without it, the all-reduces split along the ring under the layer's GEMMs: only the part
+  // longer than those GEMMs is exposed.
   if (c.t.overlap.tp_comm && c.sh.tp > 1) {
-    const double f_exposed = std::max(0.0, tp_f - gemm);
-    const double i_exposed = std::max(0.0, tp_i - gemm);
-    lt.f_tp_hidden = tp_f - f_exposed;
-    lt.i_tp_hidden = tp_i - i_exposed;
+    double f_exposed = std::max(0.0, tp_f - gemm);
+    double i_exposed = std::max(0.0, tp_i - gemm);
+    if (c.sh.sp) {
+      const TpOverlapMs ub = UserbuffersOverlap(c, Tp(c, Collective::kAllGather, c.act_bytes),
+                                                Tp(c, Collective::kReduceScatter, c.act_bytes));
+      f_exposed = std::max(0.0, ub.forward - gemm);
+      i_exposed = std::max(0.0, ub.backward_input - gemm);
+    }
+    lt.f_tp_hidden = std::max(0.0, tp_f - f_exposed);
+    lt.i_tp_hidden = std::max(0.0, tp_i - i_exposed);
     tp_f = f_exposed;
     tp_i = i_exposed;
   }

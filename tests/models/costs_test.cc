@@ -302,11 +302,12 @@ TEST(CostsTest, ParamGatherOverlapHidesUnderTheForward) {
   EXPECT_NEAR(b.param_allgather_ms - b.param_allgather_hidden_ms, a.param_allgather_ms / n, 1e-9);
 }
 
-// overlap.tp_comm: with the collectives shorter than the GEMMs they overlap, a decoder-only
-// stage exposes no TP communication and gets faster by exactly what was hidden.
+// overlap.tp_comm without sequence parallelism: the all-reduces split along the ring under
+// the layer's GEMMs. With the collectives shorter than those GEMMs (perfect overlap), a
+// decoder-only stage exposes no TP communication and gets faster by exactly what was hidden.
 TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
   const std::string base =
-      "schedule: 1f1b\nparallel: {pp: 4, tp: 8, sp: true}\n"
+      "schedule: 1f1b\nparallel: {pp: 4, tp: 8}\n"
       "model: {preset: gpt3-175b}\n"
       "training: {global_batch: 16, micro_batch: 1, recompute: selective";
   const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
@@ -322,6 +323,61 @@ TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
   EXPECT_NEAR(b.backward_tp_comm_overlapped_ms, a.backward_tp_comm_ms, 1e-9);
   EXPECT_NEAR(a.forward_ms - b.forward_ms, a.forward_tp_comm_ms, 1e-9);
   EXPECT_NEAR(a.backward_input_ms - b.backward_input_ms, a.backward_tp_comm_ms, 1e-9);
+}
+
+// overlap.tp_comm with sequence parallelism: TransformerEngine's userbuffers, hand-worked for
+// GPT-3 175B at tp 8 on H100. A ring-exchanged GEMM takes tp chunks of m / tp rows, each
+// after its shard has arrived (the attention output's input gradient waits); a pipelined one takes
+// 4 chunks of m / 4 rows on the SMs the reduce-scatter leaves it (108 and 116 of 132) plus the last
+// chunk's reduce-scatter; a bulk reduce-scatter costs its 24 and 4 SMs' share of its time.
+TEST(CostsTest, TpCommOverlapUserbuffersClosedForm) {
+  const std::string base =
+      "schedule: 1f1b\nparallel: {pp: 4, tp: 8, sp: true}\n"
+      "model: {preset: gpt3-175b}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: selective";
+  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
+  Expected<JobCosts> no = Costs(base + cluster, 4);
+  Expected<JobCosts> yes = Costs(base + ", overlap: {tp_comm: true}" + cluster, 4);
+  ASSERT_TRUE(no.ok() && yes.ok()) << (yes.ok() ? "" : yes.error().message);
+  const StageCost& a = no->stages[1];
+  const StageCost& b = yes->stages[1];
+  const double L = a.layers;
+  // Per layer, without overlap: 2 all-gathers and 2 reduce-scatters of the same bytes, each
+  // (n - 1) alpha + (n - 1)/n S / B on NVLink: equal.
+  const double c = a.forward_tp_comm_ms / L / 4;
+  ASSERT_GT(c, 0.01);
+  const DeviceSpec& d = yes->cluster.device;
+  auto g = [&d](double m, double n, double k) { return GemmMs(d, Precision::kBf16, m, n, k); };
+  // h 12288, ffn 49152, 2048 tokens; tp 8.
+  const double qkv = g(2048, 4608, 12288), proj = g(2048, 12288, 1536);
+  const double fc1 = g(2048, 6144, 12288), fc2 = g(2048, 12288, 6144);
+  // Chunk i starts at max(the end of chunk i - 1, i ring steps): 8 chunks back to back, or,
+  // when a chunk is shorter than a step, the whole all-gather and then the last chunk.
+  auto ring = [&](double m, double n, double k) {
+    return std::max(8 * g(m / 8, n, k), c + g(m / 8, n, k));
+  };
+  auto piped = [&](double m, double n, double k, double sms) {
+    return 4 * g(m / 4, n, k) * 132 / sms + c / 4;
+  };
+  // The regime: a pipelined chunk outlasts a quarter of c; one ring exchange waits.
+  ASSERT_GT(g(512, 12288, 1536) * 132 / 108, c / 4);
+  ASSERT_LT(g(256, 12288, 1536), c / 7);
+  ASSERT_GT(g(256, 4608, 12288), c / 7);
+  ASSERT_GT(qkv, c);  // the bulk reduce-scatters end inside their GEMMs
+  ASSERT_GT(fc1, c);
+  const double f_exposed = (ring(2048, 4608, 12288) - qkv) + (ring(2048, 6144, 12288) - fc1) +
+                           (piped(2048, 12288, 1536, 108) - proj) +
+                           (piped(2048, 12288, 6144, 116) - fc2);
+  const double i_exposed = (ring(2048, 12288, 1536) - proj) + (ring(2048, 12288, 6144) - fc2) +
+                           c * 24 / 132 + c * 4 / 132;
+  EXPECT_GT(f_exposed, 0.02);  // per layer: neither free nor a rounding
+  EXPECT_NEAR(b.forward_tp_comm_ms, L * f_exposed, 1e-9);
+  EXPECT_NEAR(b.backward_tp_comm_ms, L * i_exposed, 1e-9);
+  EXPECT_LT(b.forward_tp_comm_ms, a.forward_tp_comm_ms);  // still far better than none
+  EXPECT_NEAR(b.forward_tp_comm_overlapped_ms, a.forward_tp_comm_ms - b.forward_tp_comm_ms, 1e-9);
+  EXPECT_NEAR(a.forward_ms - b.forward_ms, a.forward_tp_comm_ms - b.forward_tp_comm_ms, 1e-9);
+  EXPECT_NEAR(a.backward_input_ms - b.backward_input_ms,
+              a.backward_tp_comm_ms - b.backward_tp_comm_ms, 1e-9);
 }
 
 TEST(CostsTest, TrainingOverlapKeyErrors) {

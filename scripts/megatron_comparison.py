@@ -43,7 +43,7 @@ def main(argv):
     pipetwin = argv[1]
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     rows = []
-    for path in sorted(glob.glob(os.path.join(root, "examples", "published", "narayanan2021", "*.yaml"))):
+    for path in sorted(glob.glob(os.path.join(root, "examples", "published", "narayanan2021", "[0-9][0-9]-gpt-*.yaml"))):
         text = open(path).read()
         pub = float(re.search(r"value: (\d+)", text).group(1))
         rows.append({"name": os.path.basename(path), "text": text, "published": pub})
@@ -67,7 +67,7 @@ def main(argv):
 
     print("# Predicted against published: Megatron-LM, Narayanan et al. 2021, Table 1\n")
     print("Made by: `scripts/megatron_comparison.py build/release/apps/pipetwin` "
-          "(jobs: `examples/published/narayanan2021/`).\n")
+          "(jobs: `examples/published/narayanan2021/[0-9][0-9]-gpt-*.yaml`, Table 1).\n")
     print("Metric: achieved TFLOP/s per GPU with the recomputed forward counted (the paper's "
           "Eq. 3; `hardware_flops.tflops_per_device` in the report). The paper gives heads, "
           "hidden size, layers, t, p, GPUs and batch; the micro-batch and the schedule are "

@@ -302,17 +302,20 @@ TEST(CostsTest, ParamGatherOverlapHidesUnderTheForward) {
   EXPECT_NEAR(b.param_allgather_ms - b.param_allgather_hidden_ms, a.param_allgather_ms / n, 1e-9);
 }
 
+// GPT-3 175B over pp 4 and tp 8 on H100, without and with overlap.tp_comm.
+std::pair<Expected<JobCosts>, Expected<JobCosts>> TpOverlapPair(const std::string& parallel) {
+  const std::string base = "schedule: 1f1b\nparallel: " + parallel +
+                           "\nmodel: {preset: gpt3-175b}\n"
+                           "training: {global_batch: 16, micro_batch: 1, recompute: selective";
+  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
+  return {Costs(base + cluster, 4), Costs(base + ", overlap: {tp_comm: true}" + cluster, 4)};
+}
+
 // overlap.tp_comm without sequence parallelism: the all-reduces split along the ring under
 // the layer's GEMMs. With the collectives shorter than those GEMMs (perfect overlap), a
 // decoder-only stage exposes no TP communication and gets faster by exactly what was hidden.
 TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
-  const std::string base =
-      "schedule: 1f1b\nparallel: {pp: 4, tp: 8}\n"
-      "model: {preset: gpt3-175b}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: selective";
-  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
-  Expected<JobCosts> no = Costs(base + cluster, 4);
-  Expected<JobCosts> yes = Costs(base + ", overlap: {tp_comm: true}" + cluster, 4);
+  const auto [no, yes] = TpOverlapPair("{pp: 4, tp: 8}");
   ASSERT_TRUE(no.ok() && yes.ok()) << (yes.ok() ? "" : yes.error().message);
   const StageCost& a = no->stages[1];
   const StageCost& b = yes->stages[1];
@@ -331,13 +334,7 @@ TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
 // 4 chunks of m / 4 rows on the SMs the reduce-scatter leaves it (108 and 116 of 132) plus the last
 // chunk's reduce-scatter; a bulk reduce-scatter costs its 24 and 4 SMs' share of its time.
 TEST(CostsTest, TpCommOverlapUserbuffersClosedForm) {
-  const std::string base =
-      "schedule: 1f1b\nparallel: {pp: 4, tp: 8, sp: true}\n"
-      "model: {preset: gpt3-175b}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: selective";
-  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
-  Expected<JobCosts> no = Costs(base + cluster, 4);
-  Expected<JobCosts> yes = Costs(base + ", overlap: {tp_comm: true}" + cluster, 4);
+  const auto [no, yes] = TpOverlapPair("{pp: 4, tp: 8, sp: true}");
   ASSERT_TRUE(no.ok() && yes.ok()) << (yes.ok() ? "" : yes.error().message);
   const StageCost& a = no->stages[1];
   const StageCost& b = yes->stages[1];

@@ -443,8 +443,9 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
       if (!b)
         return f.At(
             v, key,
-            "each candidate must be true, false or a map {tp_comm, grad_reduce, param_gather}");
-      return models::Overlap{*b, *b, *b};
+            "each candidate must be true, false or a map {tp_comm, grad_reduce, param_gather, "
+            "tp_dgrad_reduce}");
+      return models::Overlap{*b, *b, *b, std::nullopt};
     }
     return models::ParseOverlap(v, f, key);
   };

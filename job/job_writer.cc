@@ -87,6 +87,7 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
     Key(e, "tp_comm", t.overlap.tp_comm);
     Key(e, "grad_reduce", t.overlap.grad_reduce);
     Key(e, "param_gather", t.overlap.param_gather);
+    if (t.overlap.tp_dgrad_reduce) Key(e, "tp_dgrad_reduce", *t.overlap.tp_dgrad_reduce);
     e << YAML::EndMap;
   }
   {  // always: its default depends on the precision

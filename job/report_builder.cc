@@ -46,6 +46,8 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
         x.dp_in_actions_ms += z.backward_input_exposed_ms;
         x.dp_hidden_ms += z.backward_input_hidden_ms;
         if (a.kind == ActionKind::kBackward) {  // I and W fused
+          x.tp_cp_ms -= c.fused_backward_tp_hidden_ms;
+          x.tp_cp_hidden_ms += c.fused_backward_tp_hidden_ms;
           x.dp_in_actions_ms += z.backward_weight_exposed_ms;
           x.dp_hidden_ms += z.backward_weight_hidden_ms;
         }

@@ -61,6 +61,7 @@ struct LayerTimes {
   double f = 0, i = 0, w = 0;
   double f_tp = 0, i_tp = 0, f_cp = 0, i_cp = 0;
   double f_tp_hidden = 0, i_tp_hidden = 0;  // overlap.tp_comm: hidden under the GEMMs
+  double b_tp_hidden = 0;                   // overlap.tp_dgrad_reduce: of i_tp, hidden in a fused B
   double tp_bytes = 0, cp_bytes = 0;
 };
 
@@ -194,6 +195,18 @@ LayerTimes DecoderLayer(const Context& c) {
     cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
     lt.cp_bytes = steps * 3 * kv;
   }
+  // overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce): the reduction of the
+  // input gradients of the column-parallel GEMMs (qkv and fc1; an all-reduce, a reduce-scatter
+  // under SP) runs beside their weight-gradient GEMMs, which only a fused B has at hand (a
+  // split I reduces them in series). userbuffers (tp_comm) overlap them their own way; the
+  // CPU executor reduces in series.
+  if (c.sh.tp > 1 && !c.t.overlap.tp_comm && c.t.tp_dgrad_overlap() && c.d.name != "cpu") {
+    const double red = c.sh.sp ? Tp(c, Collective::kReduceScatter, c.act_bytes)
+                               : Tp(c, Collective::kAllReduceRing, c.act_bytes);
+    const std::vector<Gemm> g = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
+    lt.b_tp_hidden = std::min(red, GemmMs(c.d, p, g[0].m, g[0].n, g[0].k)) +
+                     std::min(red, GemmMs(c.d, p, g[2].m, g[2].n, g[2].k));
+  }
   // overlap.tp_comm (Megatron-Core's --tp-comm-overlap). With sequence parallelism (the only
   // way Megatron-Core offers it) TransformerEngine's userbuffers (UserbuffersOverlap above):
   // what the pass takes beyond its plain GEMMs is exposed, the rest of the collectives hidden.
@@ -225,8 +238,8 @@ LayerTimes DecoderLayer(const Context& c) {
   switch (c.t.recompute) {
     case Recompute::kNone:
       break;
-    case Recompute::kSelective:
-      lt.i += attn_f_total;
+    case Recompute::kSelective:  // the core attention: its matmuls and the scores' passes
+      lt.i += attn_f_total + MemoryBoundMs(c.d, AttentionScoresElementwiseBytes(c.m, c.t, c.sh));
       lt.i_cp += attn_f_total - attn_f;
       break;
     case Recompute::kFull:
@@ -470,6 +483,7 @@ void StageCompute(const Shared& j, StageCost& sc) {
   sc.backward_tp_comm_ms = L * j.layer.i_tp;
   sc.forward_tp_comm_overlapped_ms = L * j.layer.f_tp_hidden;
   sc.backward_tp_comm_overlapped_ms = L * j.layer.i_tp_hidden;
+  sc.fused_backward_tp_hidden_ms = L * j.layer.b_tp_hidden;
   sc.forward_cp_comm_ms = L * j.layer.f_cp;
   sc.backward_cp_comm_ms = L * j.layer.i_cp;
   double tp_bytes = L * j.layer.tp_bytes;

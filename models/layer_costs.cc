@@ -189,11 +189,17 @@ double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& 
   if (m.dropout) per_token += 2 * ((2 * e + 1) * d.h / d.r);  // read, write, mask
   per_token += e * (d.act_in + d.f) / d.t;  // activation function: read input, write output
   if (m.position == Position::kRope) per_token += 2 * e * (d.h + d.kv) / d.t;  // rotate Q, K
-  if (!t.flash_attention) {
-    // Unfused softmax over the scores: read, write; dropout: read, write, mask.
-    per_token += d.a / d.t * d.s * (2 * e + (m.dropout ? 2 * e + 1 : 0));
-  }
-  return tokens * per_token;
+  return tokens * per_token + AttentionScoresElementwiseBytes(m, t, sh);
+}
+
+double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
+                                       const Sharding& sh) {
+  if (t.flash_attention) return 0;
+  const Dims d = Of(m, sh);
+  const double e = t.element_bytes();
+  // Unfused softmax over the scores: read, write; dropout: read, write, mask.
+  return TokensPerRank(m, t.micro_batch, sh) * d.a / d.t * d.s *
+         (2 * e + (m.dropout ? 2 * e + 1 : 0));
 }
 
 }  // namespace pipetwin::models

@@ -95,6 +95,13 @@ std::int64_t EmbeddingParamsPerRank(const ModelConfig& m, int tp);
 // stage keeps its own copy of the word embedding (Megatron), so `separate_stage` adds it.
 std::int64_t OutputParamsPerRank(const ModelConfig& m, int tp, bool separate_stage);
 
+// Of DecoderLayerElementwiseBytes, the unfused attention's passes over the s x s scores
+// (softmax: read, write; its dropout: read, write, mask); 0 with flash attention. Selective
+// recompute runs them again (Korthikanti et al. 2022, Sec. 5: the core attention is QK^T,
+// softmax, softmax dropout and the product with V).
+double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
+                                       const Sharding& sh);
+
 // Memory-bound traffic (bytes of HBM read + write) of a layer's elementwise work in F
 // (norms, residual adds, dropout, activation function, rotary, unfused softmax); I moves
 // twice this.

@@ -52,9 +52,12 @@ std::string_view ToString(DpSync v) {
 
 Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const std::string& key) {
   if (!v.IsMap()) {
-    return f.At(v, key, "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool}");
+    return f.At(v, key,
+                "must be a map {tp_comm: bool, grad_reduce: bool, param_gather: bool, "
+                "tp_dgrad_reduce: bool}");
   }
-  if (Status s = f.CheckKeys(v, key, {"tp_comm", "grad_reduce", "param_gather"}); !s) {
+  if (Status s = f.CheckKeys(v, key, {"tp_comm", "grad_reduce", "param_gather", "tp_dgrad_reduce"});
+      !s) {
     return s.error();
   }
   Overlap o;
@@ -66,6 +69,11 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
       if (!x) return x.error();
       *out = *x;
     }
+  }
+  if (const YAML::Node b = v["tp_dgrad_reduce"]) {
+    Expected<bool> x = f.Bool(b, key + ".tp_dgrad_reduce");
+    if (!x) return x.error();
+    o.tp_dgrad_reduce = *x;
   }
   return o;
 }

@@ -2,7 +2,8 @@
 //
 //   training: {global_batch: 1536, micro_batch: 1, precision: bf16, optimizer: adam,
 //              recompute: selective, flash_attention: false,
-//              overlap: {tp_comm: false, grad_reduce: false, param_gather: false},
+//              overlap: {tp_comm: false, grad_reduce: false, param_gather: false,
+//                        tp_dgrad_reduce: true},
 //              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
 //              dp_sync: stale, staleness: 2}
 //
@@ -11,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <optional>
 #include <string_view>
 
 #include "schedule/expected.h"
@@ -44,6 +46,11 @@ struct Overlap {
   bool tp_comm = false;       // TP/SP collectives chunked under the GEMMs they feed
   bool grad_reduce = false;   // DP gradient reduction by bucket under the last backward
   bool param_gather = false;  // ZeRO 1/2 parameter all-gather under the next forward
+  // The reduction of the column-parallel layers' input gradients beside their weight-gradient
+  // GEMMs (Megatron-LM's asynchronous tensor-parallel all-reduce, on by default since
+  // September 2021; TransformerEngine's linear layers). Absent: on with pipeline_engine
+  // megatron, off with deepspeed (TrainingConfig::tp_dgrad_overlap).
+  std::optional<bool> tp_dgrad_reduce;
   bool operator==(const Overlap&) const = default;
 };
 
@@ -87,6 +94,11 @@ struct TrainingConfig {
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 
+  // overlap.tp_dgrad_reduce, resolved: as given, else on under Megatron-LM's engine.
+  bool tp_dgrad_overlap() const {
+    return overlap.tp_dgrad_reduce.value_or(pipeline_engine == PipelineEngine::kMegatron);
+  }
+
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
   bool mixed_precision() const { return precision != Precision::kFp32; }
@@ -99,7 +111,8 @@ struct TrainingConfig {
 // Absent node: all defaults. Unknown keys and bad enum values are errors naming the file,
 // the key and what is allowed.
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& fields);
-// `{tp_comm, grad_reduce, param_gather}` (each absent: false) at `key` (for messages).
+// `{tp_comm, grad_reduce, param_gather, tp_dgrad_reduce}` (each absent: false, the last
+// absent: the engine's default) at `key` (for messages).
 Expected<Overlap> ParseOverlap(const YAML::Node& node, const YamlFields& fields,
                                const std::string& key);
 

@@ -30,7 +30,11 @@ METRICS = {
     "model_tflops_per_gpu": ("model TFLOP/s per GPU", lambda r: r["throughput"]["tflops_per_device"]),
     "mfu": ("MFU", lambda r: r["throughput"]["mfu"]),
     "tokens_per_s": ("tokens/s, whole job", lambda r: r["throughput"]["tokens_per_s"]),
+    "iteration_time_s": ("s per iteration", lambda r: r["iteration_time_ms"] / 1000.0),
 }
+# Metrics where more is slower: their error is the throughput's, published / predicted - 1,
+# so that + means optimistic on every row.
+TIMES = {"iteration_time_s"}
 
 
 def read_run(path):
@@ -73,21 +77,26 @@ def main(argv):
         for r in runs:
             rep = simulate(pipetwin, r["path"], tmp)
             r["predicted"] = METRICS[r["meta"]["metric"]][1](rep)
-            r["error"] = 100.0 * (r["predicted"] / float(r["meta"]["value"]) - 1)
+            ratio = r["predicted"] / float(r["meta"]["value"])
+            if r["meta"]["metric"] in TIMES:
+                ratio = 1.0 / ratio
+            r["error"] = 100.0 * (ratio - 1)
             r["fits"] = rep.get("memory", {}).get("fits", True)
 
     out = ["# Accuracy suite: published runs, predicted against published\n",
            "Made by: `scripts/published.py build/default/apps/pipetwin > results/published.md` "
            "(runs: `examples/published/`, one job file per run, with its source, the table "
            "and row, and every layout assumption in its header).\n",
-           "Error = predicted / published − 1, on the metric the source reports. *fit* rows "
+           "Error = predicted / published − 1, on the metric the source reports (for an "
+           "iteration time, on the throughput it implies: published / predicted − 1), so that "
+           "+ is optimistic on every row. *fit* rows "
            "are those the device's fitted constant was fitted on, or a default chosen on "
            "(`models/README.md` says which); *test* rows were never used for either.\n",
            "| run | source | GPUs | metric | published | predicted | error | split | fits |",
            "|---|---|--:|---|--:|--:|--:|---|---|"]
     for r in runs:
         meta = r["meta"]
-        fmt = "%.3f" if meta["metric"] == "mfu" else "%.1f"
+        fmt = ("%.3f" if meta["metric"] == "mfu" else "%.2f" if meta["metric"] in TIMES else "%.1f")
         out.append("| `%s` | %s | %d | %s | %s | %s | %+.1f%% | %s | %s |" % (
             os.path.relpath(r["path"], os.path.join(root, "examples", "published")),
             meta["source"], r["gpus"], METRICS[meta["metric"]][0], fmt % float(meta["value"]),

@@ -12,7 +12,8 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     st.forward = SimTime::FromMillis(c.forward_ms);
     st.backward_input = SimTime::FromMillis(c.backward_input_ms);
     st.backward_weight = SimTime::FromMillis(c.backward_weight_ms);
-    st.backward = st.backward_input + st.backward_weight;
+    st.backward = SimTime::FromMillis(c.backward_input_ms + c.backward_weight_ms -
+                                      c.fused_backward_tp_hidden_ms);
     st.send_forward = st.send_backward = SimTime::FromMillis(c.p2p_ms);
     st.send_bytes = static_cast<std::int64_t>(c.p2p_bytes);
     // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step, and

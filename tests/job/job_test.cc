@@ -310,7 +310,8 @@ TEST(JobWriter, ExamplesRoundTrip) {
   auto base = ReadJobConfig(path);
   ASSERT_TRUE(base.ok()) << base.error().message;
   JobConfig c = *base;
-  c.training.overlap = {.tp_comm = true, .grad_reduce = true, .param_gather = true};
+  c.training.overlap = {
+      .tp_comm = true, .grad_reduce = true, .param_gather = true, .tp_dgrad_reduce = false};
   c.training.grad_reduce_dtype = models::GradReduceDtype::kBf16;
   c.training.grad_bucket_mb = 12.5;
   c.training.zero3_prefetch = 2;

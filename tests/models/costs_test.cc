@@ -377,6 +377,70 @@ TEST(CostsTest, TpCommOverlapUserbuffersClosedForm) {
               a.backward_tp_comm_ms - b.backward_tp_comm_ms, 1e-9);
 }
 
+// overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce, on by default under
+// pipeline_engine megatron): a fused B hides the reduction of qkv's and fc1's input gradients
+// under their weight-gradient GEMMs. Hand-worked for GPT-3 175B, tp 8 in one A100 node (NVLink
+// 300 GB/s x 0.8, 2 us per ring step), micro-batch 1: one activation is 2 x 2048 x 12288 bytes;
+// its ring all-reduce takes 2 x 7 x 2 us + 2 x 7/8 x S / 240 GB/s, its reduce-scatter (sp) half
+// the steps and half the bytes. Both are shorter than the qkv and fc1 GEMMs (about 1 ms each
+// at 215 TFLOP/s), so each stage of 24 layers hides exactly 2 x 24 of them.
+TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
+  const double s = 2.0 * 2048 * 12288, bw = 300e9 * 0.8;
+  const double all_reduce_ms = 2 * 7 * 2e-3 + 2 * 7.0 / 8 * s / bw * 1e3;
+  const double reduce_scatter_ms = 7 * 2e-3 + 7.0 / 8 * s / bw * 1e3;
+  auto job = [](const std::string& parallel, const std::string& training) {
+    return Costs("schedule: 1f1b\nparallel: " + parallel +
+                     "\nmodel: {preset: gpt3-175b}\ntraining: {global_batch: 16, micro_batch: 1" +
+                     training + "}\ncluster: {device: a100-sxm-80gb}\n",
+                 4);
+  };
+  const Expected<JobCosts> on = job("{pp: 4, tp: 8}", "");
+  const Expected<JobCosts> sp = job("{pp: 4, tp: 8, sp: true}", "");
+  const Expected<JobCosts> off = job("{pp: 4, tp: 8}", ", overlap: {tp_dgrad_reduce: false}");
+  const Expected<JobCosts> ds = job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed");
+  const Expected<JobCosts> ds_on =
+      job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed, overlap: {tp_dgrad_reduce: true}");
+  ASSERT_TRUE(on.ok() && sp.ok() && off.ok() && ds.ok() && ds_on.ok());
+  const StageCost& a = on->stages[1];
+  ASSERT_EQ(a.layers, 24);
+  EXPECT_NEAR(a.fused_backward_tp_hidden_ms, 2 * 24 * all_reduce_ms, 1e-9);
+  EXPECT_NEAR(sp->stages[1].fused_backward_tp_hidden_ms, 2 * 24 * reduce_scatter_ms, 1e-9);
+  // Without recompute those are all of I's collectives; a split I and W keep their times.
+  EXPECT_NEAR(a.backward_tp_comm_ms, a.fused_backward_tp_hidden_ms, 1e-9);
+  EXPECT_EQ(a.backward_input_ms, off->stages[1].backward_input_ms);
+  EXPECT_EQ(a.backward_weight_ms, off->stages[1].backward_weight_ms);
+  EXPECT_EQ(off->stages[1].fused_backward_tp_hidden_ms, 0);
+  EXPECT_EQ(ds->stages[1].fused_backward_tp_hidden_ms, 0);  // DeepSpeed: off unless set
+  EXPECT_NEAR(ds_on->stages[1].fused_backward_tp_hidden_ms, a.fused_backward_tp_hidden_ms, 1e-9);
+}
+
+// Selective recompute reruns the core attention (Korthikanti et al. 2022, Sec. 5): its two
+// batched matmuls and, unfused, the softmax and its dropout over the s x s scores. GPT-3 175B,
+// tp 8, micro-batch 1: 12 heads of 2048 x 2048 scores per rank and token row, 2 + 2 bytes for
+// the softmax and 2 + 2 + 1 for the dropout: 2048 x 12 x 2048 x 9 = 452,984,832 bytes.
+TEST(CostsTest, SelectiveRecomputeRerunsTheAttentionScoresPasses) {
+  auto job = [](const std::string& recompute) {
+    return Costs("schedule: 1f1b\nparallel: {pp: 4, tp: 8}\nmodel: {preset: gpt3-175b}\n"
+                 "training: {global_batch: 16, micro_batch: 1, recompute: " +
+                     recompute + "}\ncluster: {device: a100-sxm-80gb}\n",
+                 4);
+  };
+  const Expected<JobCosts> none = job("none"), selective = job("selective");
+  ASSERT_TRUE(none.ok() && selective.ok());
+  const Sharding sh{.tp = 8};
+  const double bytes = AttentionScoresElementwiseBytes(none->model, none->training, sh);
+  EXPECT_EQ(bytes, 452984832.0);
+  const DeviceSpec& d = none->cluster.device;
+  const double flops = 4.0 * 2048 * 2048 * 12288 / 8;  // QK^T and PV, unfused: every block
+  const double per_layer = AttentionMs(d, Precision::kBf16, flops, flops / 4, false) +
+                           MemoryBoundMs(d, bytes);
+  EXPECT_NEAR(selective->stages[1].backward_input_ms - none->stages[1].backward_input_ms,
+              24 * per_layer, 1e-9);
+  TrainingConfig flash = none->training;
+  flash.flash_attention = true;
+  EXPECT_EQ(AttentionScoresElementwiseBytes(none->model, flash, sh), 0);
+}
+
 TEST(CostsTest, TrainingOverlapKeyErrors) {
   const std::pair<const char*, const char*> cases[] = {
       {", overlap: {tp_comm: maybe}", "training.overlap.tp_comm"},

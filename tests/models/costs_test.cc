@@ -420,10 +420,11 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
 // the softmax and 2 + 2 + 1 for the dropout: 2048 x 12 x 2048 x 9 = 452,984,832 bytes.
 TEST(CostsTest, SelectiveRecomputeRerunsTheAttentionScoresPasses) {
   auto job = [](const std::string& recompute) {
-    return Costs("schedule: 1f1b\nparallel: {pp: 4, tp: 8}\nmodel: {preset: gpt3-175b}\n"
-                 "training: {global_batch: 16, micro_batch: 1, recompute: " +
-                     recompute + "}\ncluster: {device: a100-sxm-80gb}\n",
-                 4);
+    return Costs(
+        "schedule: 1f1b\nparallel: {pp: 4, tp: 8}\nmodel: {preset: gpt3-175b}\n"
+        "training: {global_batch: 16, micro_batch: 1, recompute: " +
+            recompute + "}\ncluster: {device: a100-sxm-80gb}\n",
+        4);
   };
   const Expected<JobCosts> none = job("none"), selective = job("selective");
   ASSERT_TRUE(none.ok() && selective.ok());
@@ -432,8 +433,8 @@ TEST(CostsTest, SelectiveRecomputeRerunsTheAttentionScoresPasses) {
   EXPECT_EQ(bytes, 452984832.0);
   const DeviceSpec& d = none->cluster.device;
   const double flops = 4.0 * 2048 * 2048 * 12288 / 8;  // QK^T and PV, unfused: every block
-  const double per_layer = AttentionMs(d, Precision::kBf16, flops, flops / 4, false) +
-                           MemoryBoundMs(d, bytes);
+  const double per_layer =
+      AttentionMs(d, Precision::kBf16, flops, flops / 4, false) + MemoryBoundMs(d, bytes);
   EXPECT_NEAR(selective->stages[1].backward_input_ms - none->stages[1].backward_input_ms,
               24 * per_layer, 1e-9);
   TrainingConfig flash = none->training;

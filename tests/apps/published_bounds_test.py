@@ -2,12 +2,13 @@
 """published_bounds_test.py PIPETWIN SOURCE_DIR: the accuracy suite (scripts/published.py) stays
 where results/published.md says it stands, source by source, against the published figures:
 
-  Megatron-LM on A100 (Narayanan et al. 2021 Tables 1 and 2, Korthikanti et al. 2022), BLOOM
-  (Megatron-DeepSpeed, BigScience 2022) and Llama 3 on H100: every row within 10%;
-  DeepSpeed ZeRO-3 (Table 2) and FSDP on A100 (MosaicML): every row within 15%;
-  the known misses (models/README.md) stay optimistic: Megatron-Turing NLG (DeepSpeed's
-  pipeline engine) and MosaicML's 2023 H100 runs are predicted above what they published, and
-  NVIDIA's 2025 NeMo H100 recipes (dgxc-benchmarking) above it and within 25%.
+  Megatron-LM on A100 (Narayanan et al. 2021 Tables 1 and 2, Korthikanti et al. 2022) and BLOOM
+  (Megatron-DeepSpeed, BigScience 2022): every row within 10%;
+  DeepSpeed ZeRO-3 (Table 2) and FSDP on A100 (MosaicML), NVIDIA's 2025 NeMo H100 recipes
+  (dgxc-benchmarking): every row within 15%; Llama 3 on H100: within 20%;
+  the known misses (models/README.md): Megatron-Turing NLG (DeepSpeed's pipeline engine) stays
+  optimistic, Megatron-Core's 2024 H100 weak-scaling table within 25% (its 1.7B model is the
+  outlier) and MosaicML's 2023 H100 runs within 35%.
 
 A change to the model that moves a row out of its bound fails here; widen a bound only with a
 reason in models/README.md."""
@@ -29,12 +30,16 @@ def main(argv):
     bad = 0
     for path, err, fits in rows:
         e = float(err)
-        if path.startswith("smith2022/") or path.startswith("mosaicml2023/h100"):
+        if path.startswith("smith2022/"):
             ok, want = e > 0, "optimistic (a known miss)"
-        elif path.startswith("dgxc2025/"):
-            ok, want = 0 < e <= 25, "optimistic, within 25% (a known miss)"
+        elif path.startswith("mosaicml2023/h100"):
+            ok, want = abs(e) <= 35, "within 35% (a known miss)"
+        elif path.startswith("megatron2024/"):
+            ok, want = abs(e) <= 25, "within 25% (a known miss)"
+        elif path.startswith("llama3-2024/"):
+            ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \
-                path.startswith("mosaicml2023/a100"):
+                path.startswith("mosaicml2023/a100") or path.startswith("dgxc2025/"):
             ok, want = abs(e) <= 15, "within 15%"
         else:
             ok, want = abs(e) <= 10, "within 10%"

@@ -302,12 +302,15 @@ TEST(CostsTest, ParamGatherOverlapHidesUnderTheForward) {
   EXPECT_NEAR(b.param_allgather_ms - b.param_allgather_hidden_ms, a.param_allgather_ms / n, 1e-9);
 }
 
-// GPT-3 175B over pp 4 and tp 8 on H100, without and with overlap.tp_comm.
+// GPT-3 175B over pp 4 and tp 8 on H100, without and with overlap.tp_comm; the GEMM efficiency
+// pinned at the measured 0.70 (not the preset's end-to-end fit), which the worked regime below
+// assumes.
 std::pair<Expected<JobCosts>, Expected<JobCosts>> TpOverlapPair(const std::string& parallel) {
   const std::string base = "schedule: 1f1b\nparallel: " + parallel +
                            "\nmodel: {preset: gpt3-175b}\n"
                            "training: {global_batch: 16, micro_batch: 1, recompute: selective";
-  const std::string cluster = "}\ncluster: {device: h100-sxm-80gb}\n";
+  const std::string cluster =
+      "}\ncluster: {device: h100-sxm-80gb, compute: {gemm_efficiency: 0.7}}\n";
   return {Costs(base + cluster, 4), Costs(base + ", overlap: {tp_comm: true}" + cluster, 4)};
 }
 

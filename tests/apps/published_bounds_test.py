@@ -8,7 +8,7 @@ where results/published.md says it stands, source by source, against the publish
   (dgxc-benchmarking): every row within 15%; Llama 3 on H100: within 20%;
   the known misses (models/README.md): Megatron-Turing NLG (DeepSpeed's pipeline engine) stays
   optimistic, Megatron-Core's 2024 H100 weak-scaling table within 25% (its 1.7B model is the
-  outlier) and MosaicML's 2023 H100 runs within 35%.
+  outlier) and MosaicML's 2023 H100 runs within 40%.
 
 A change to the model that moves a row out of its bound fails here; widen a bound only with a
 reason in models/README.md."""
@@ -33,7 +33,7 @@ def main(argv):
         if path.startswith("smith2022/"):
             ok, want = e > 0, "optimistic (a known miss)"
         elif path.startswith("mosaicml2023/h100"):
-            ok, want = abs(e) <= 35, "within 35% (a known miss)"
+            ok, want = abs(e) <= 40, "within 40% (a known miss)"
         elif path.startswith("megatron2024/"):
             ok, want = abs(e) <= 25, "within 25% (a known miss)"
         elif path.startswith("llama3-2024/"):

@@ -71,8 +71,9 @@ const std::vector<DeviceSpec>& Devices() {
     // 0.64 (least squares over the H100 rows marked fit in examples/published/, the odd rows of
     // Megatron-Core's 2024 weak-scaling table and of NVIDIA's 2025 dgxc-benchmarking runs;
     // scripts/fit_gemm_efficiency.py, results/models/h100-gemm-fit.md). The microbenchmarks'
-    // level with the same factors is 0.77; what a training step loses beyond that (sustained power-limited clocks, the
-    // framework's kernels between the GEMMs) is not modelled term by term.
+    // level with the same factors is 0.77; what a training step loses beyond that (sustained
+    // power-limited clocks, the framework's kernels between the GEMMs) is not modelled term by
+    // term.
     h100.gemm_efficiency = 0.64;
     h100.gemm_mnk_half = MnkHalf(h100.peak_bf16_flops, h100.gemm_efficiency, 5 * kUs);
     h100.gemm_k_half = kGemmKHalfH100;

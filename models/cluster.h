@@ -52,8 +52,8 @@ struct DeviceSpec {
   double ib_efficiency = 1;
   int gpus_per_node = 8;
   // Compute efficiency model.
-  double gemm_efficiency = 1;      // e_gemm: large-GEMM fraction of peak
-  double gemm_mnk_half = 0;        // mnk at which half of e_gemm is reached
+  double gemm_efficiency = 1;  // e_gemm: large-GEMM fraction of peak
+  double gemm_mnk_half = 0;    // mnk at which half of e_gemm is reached
   // A GEMM's short inner dimension k and its narrow output dimension n cost efficiency of their
   // own (each output tile's prologue and epilogue against its k loop; few tiles for the SMs):
   // factors k / (k + gemm_k_half) and n / (n + gemm_n_half); 0 = none.

@@ -127,8 +127,9 @@ struct TpOverlapMs {
   double forward = 0, backward_input = 0;  // the four GEMMs with their collectives
 };
 
-TpOverlapMs UserbuffersOverlap(const Context& c, double ag_ms, double rs_ms) {
-  const std::vector<Gemm> g = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
+// g: the layer's four GEMMs (DecoderLayerGemms).
+TpOverlapMs UserbuffersOverlap(const Context& c, const std::vector<Gemm>& g, double ag_ms,
+                               double rs_ms) {
   const Gemm &qkv = g[0], &proj = g[1], &fc1 = g[2], &fc2 = g[3];
   auto plain = [&c](const Gemm& x) { return GemmMs(c.d, c.t.precision, x.m, x.n, x.k); };
   auto bulk = [&](const Gemm& x, double share) {
@@ -149,10 +150,11 @@ TpOverlapMs UserbuffersOverlap(const Context& c, double ag_ms, double rs_ms) {
 LayerTimes DecoderLayer(const Context& c) {
   LayerTimes lt;
   const Precision p = c.t.precision;
-  double gemm = 0;
-  for (const Gemm& g : DecoderLayerGemms(c.m, c.t.micro_batch, c.sh)) {
-    gemm += GemmMs(c.d, p, g.m, g.n, g.k);
-  }
+  // qkv, proj, fc1, fc2 and their times.
+  const std::vector<Gemm> gemms = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
+  std::vector<double> gemm_ms;
+  for (const Gemm& g : gemms) gemm_ms.push_back(GemmMs(c.d, p, g.m, g.n, g.k));
+  const double gemm = std::accumulate(gemm_ms.begin(), gemm_ms.end(), 0.0);
   const LayerFlops fl = DecoderLayerFlops(c.m, c.t.micro_batch, c.sh);
   const double mnk = fl.attention / 4;  // each of the two batched matmuls
   // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
@@ -203,9 +205,7 @@ LayerTimes DecoderLayer(const Context& c) {
   if (c.sh.tp > 1 && !c.t.overlap.tp_comm && c.t.tp_dgrad_overlap() && c.d.name != "cpu") {
     const double red = c.sh.sp ? Tp(c, Collective::kReduceScatter, c.act_bytes)
                                : Tp(c, Collective::kAllReduceRing, c.act_bytes);
-    const std::vector<Gemm> g = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
-    lt.b_tp_hidden = std::min(red, GemmMs(c.d, p, g[0].m, g[0].n, g[0].k)) +
-                     std::min(red, GemmMs(c.d, p, g[2].m, g[2].n, g[2].k));
+    lt.b_tp_hidden = std::min(red, gemm_ms[0]) + std::min(red, gemm_ms[2]);
   }
   // overlap.tp_comm (Megatron-Core's --tp-comm-overlap). With sequence parallelism (the only
   // way Megatron-Core offers it) TransformerEngine's userbuffers (UserbuffersOverlap above):
@@ -216,8 +216,9 @@ LayerTimes DecoderLayer(const Context& c) {
     double f_exposed = std::max(0.0, tp_f - gemm);
     double i_exposed = std::max(0.0, tp_i - gemm);
     if (c.sh.sp) {
-      const TpOverlapMs ub = UserbuffersOverlap(c, Tp(c, Collective::kAllGather, c.act_bytes),
-                                                Tp(c, Collective::kReduceScatter, c.act_bytes));
+      const TpOverlapMs ub =
+          UserbuffersOverlap(c, gemms, Tp(c, Collective::kAllGather, c.act_bytes),
+                             Tp(c, Collective::kReduceScatter, c.act_bytes));
       f_exposed = std::max(0.0, ub.forward - gemm);
       i_exposed = std::max(0.0, ub.backward_input - gemm);
     }

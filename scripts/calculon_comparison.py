@@ -146,11 +146,10 @@ def main(argv):
                 skipped.append((rel, "Calculon refused: " + why))
                 continue
             theirs = calc_s if metric in published.TIMES else ours * ours_s / calc_s
-            value = float(r["meta"]["value"])
+            value = r["meta"]["value"]
 
             def err(x):
-                ratio = x / value
-                return 100.0 * ((1.0 / ratio if metric in published.TIMES else ratio) - 1)
+                return published.error_pct(metric, x, value)
 
             rows.append({"rel": rel, "device": r["device"], "split": r["meta"]["split"],
                          "ours_s": ours_s, "calc_s": calc_s, "ours": err(ours),

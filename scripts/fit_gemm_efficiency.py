@@ -34,10 +34,7 @@ def error(pipetwin, path, run, e, tmp):
         yaml.safe_dump(job, f)
     rep = published.simulate(pipetwin, p, tmp)
     metric = run["meta"]["metric"]
-    ratio = published.METRICS[metric][1](rep) / float(run["meta"]["value"])
-    if metric in published.TIMES:
-        ratio = 1.0 / ratio
-    return 100.0 * (ratio - 1)
+    return published.error_pct(metric, published.METRICS[metric][1](rep), run["meta"]["value"])
 
 
 def main(argv):

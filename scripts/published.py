@@ -37,6 +37,12 @@ METRICS = {
 TIMES = {"iteration_time_s"}
 
 
+def error_pct(metric, predicted, published):
+    """The suite's error in percent: predicted / published - 1, on the throughput for TIMES."""
+    ratio = predicted / float(published)
+    return 100.0 * ((1.0 / ratio if metric in TIMES else ratio) - 1)
+
+
 def read_run(path):
     text = open(path).read()
     m = re.search(r"^# published: (\{.*\})\s*$", text, re.M)
@@ -77,10 +83,7 @@ def main(argv):
         for r in runs:
             rep = simulate(pipetwin, r["path"], tmp)
             r["predicted"] = METRICS[r["meta"]["metric"]][1](rep)
-            ratio = r["predicted"] / float(r["meta"]["value"])
-            if r["meta"]["metric"] in TIMES:
-                ratio = 1.0 / ratio
-            r["error"] = 100.0 * (ratio - 1)
+            r["error"] = error_pct(r["meta"]["metric"], r["predicted"], r["meta"]["value"])
             r["fits"] = rep.get("memory", {}).get("fits", True)
 
     out = ["# Accuracy suite: published runs, predicted against published\n",

@@ -8,7 +8,8 @@ where results/published.md says it stands, source by source, against the publish
   DeepSpeed ZeRO-3 (Table 2) and FSDP on A100 (MosaicML), NVIDIA's 2025 NeMo H100 recipes
   (dgxc-benchmarking): every row within 15%; Llama 3 on H100: within 20%;
   the known misses (models/README.md): Megatron-Core's 2024 H100 weak-scaling table within
-  25% (its 1.7B model is the outlier) and MosaicML's 2023 H100 runs within 40%.
+  25% (its 1.7B model is the outlier), MosaicML's 2023 H100 runs within 40%, and Llama 3's
+  131,072-token row (Table 4, row 3, context parallel 16) within 35%.
 
 A change to the model that moves a row out of its bound fails here; widen a bound only with a
 reason in models/README.md."""
@@ -34,6 +35,8 @@ def main(argv):
             ok, want = abs(e) <= 40, "within 40% (a known miss)"
         elif path.startswith("megatron2024/"):
             ok, want = abs(e) <= 25, "within 25% (a known miss)"
+        elif path.startswith("llama3-2024/") and "cp16" in path:
+            ok, want = abs(e) <= 35, "within 35% (a known miss)"
         elif path.startswith("llama3-2024/"):
             ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \

@@ -101,6 +101,8 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
   }
   if (t.pipeline_engine == models::PipelineEngine::kDeepSpeed)
     Key(e, "pipeline_engine", std::string("deepspeed"));
+  if (t.cross_entropy == models::CrossEntropy::kFused)
+    Key(e, "cross_entropy", std::string("fused"));
   if (t.dp_sync != models::DpSync::kSync)
     Key(e, "dp_sync", std::string(models::ToString(t.dp_sync)));
   if (t.dp_sync == models::DpSync::kStale) Key(e, "staleness", t.staleness);

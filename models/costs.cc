@@ -54,6 +54,13 @@ double CausalBlockFraction(int seq_len, bool flash_attention) {
 
 double RingAttentionFraction(int cp) { return (2.0 * cp + 1) / (4.0 * cp); }
 
+CrossEntropyBytes CrossEntropyBytesPerLogit(const TrainingConfig& t) {
+  const double e = t.element_bytes();
+  const double to_fp32 = e == 4 ? 0 : e + 4;  // .float() of the 16-bit logits (and back)
+  if (t.cross_entropy == CrossEntropy::kUnfused) return {to_fp32 + 4 + 8 + 8 + 4 + 8, 8 + to_fp32};
+  return {(e == 4 ? 4 : e + 4) + 8 + 8, 4 + e};
+}
+
 namespace {
 
 // One decoder layer on one rank, one microbatch.
@@ -444,9 +451,9 @@ void AddOutputHead(const Shared& j, StageCost& sc, double& tp_bytes) {
   const double gemm = GemmMs(c.d, c.t.precision, g.m, g.n, g.k);
   const double v = g.n, h = c.m.hidden;
   const double norm = MemoryBoundMs(c.d, 2 * c.e * c.tokens * h / j.r);
-  // Cross entropy: write fp32 logits, max / exp / sum passes; backward writes d(logits).
-  const double ce_f = MemoryBoundMs(c.d, (c.e + 3 * 4) * c.tokens * v);
-  const double ce_b = MemoryBoundMs(c.d, (4 + c.e) * c.tokens * v);
+  const CrossEntropyBytes ce = CrossEntropyBytesPerLogit(c.t);
+  const double ce_f = MemoryBoundMs(c.d, ce.forward * c.tokens * v);
+  const double ce_b = MemoryBoundMs(c.d, ce.backward * c.tokens * v);
   sc.forward_ms += norm + gemm + ce_f;
   sc.backward_input_ms += 2 * norm + gemm + ce_b;
   double w_comm = 0;

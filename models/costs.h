@@ -189,4 +189,19 @@ double CausalBlockFraction(int seq_len, bool flash_attention);
 // s² / cp of a rank's non-causal share: (2cp + 1) / 4cp.
 double RingAttentionFraction(int cp);
 
+// Bytes the loss moves per logit element (memory-bound, on the last stage), forward and
+// backward, by training.cross_entropy. Unfused, Megatron-LM's eager vocabulary-parallel cross
+// entropy (megatron/core/tensor_parallel/cross_entropy.py): the 16-bit logits converted to
+// fp32 (read e, write 4), the max (read 4), the max subtracted in place (8), exp in place (8),
+// the sum (4), the division by it in place (8), which is saved for the backward; its backward
+// multiplies in place (8) and converts d(logits) back (read 4, write e): 38 and 14 bytes for
+// bf16 (fp32 logits skip the conversion: 32 and 8). Fused, Megatron-Core's jit-fused version
+// (megatron/core/fusions/fused_cross_entropy.py, June 2024): the conversion with the max (read
+// e, write 4), the subtraction with exp and sum (8), the division (8); its backward reads the
+// softmax and writes d(logits) (4 + e): 22 and 6 for bf16.
+struct CrossEntropyBytes {
+  double forward = 0, backward = 0;
+};
+CrossEntropyBytes CrossEntropyBytesPerLogit(const TrainingConfig& t);
+
 }  // namespace pipetwin::models

@@ -46,6 +46,10 @@ std::string_view ToString(GradReduceDtype v) {
   return v == GradReduceDtype::kFp32 ? "fp32" : "bf16";
 }
 
+std::string_view ToString(CrossEntropy v) {
+  return v == CrossEntropy::kUnfused ? "unfused" : "fused";
+}
+
 std::string_view ToString(DpSync v) {
   return v == DpSync::kSync ? "sync" : v == DpSync::kAsync ? "async" : "stale";
 }
@@ -85,7 +89,7 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
           node, "training",
           {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
            "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit",
-           "zero3_nics", "pipeline_engine", "dp_sync", "staleness"});
+           "zero3_nics", "pipeline_engine", "cross_entropy", "dp_sync", "staleness"});
       !s) {
     return s.error();
   }
@@ -166,6 +170,11 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<std::string> x = f.Choice(v, "training.pipeline_engine", {"megatron", "deepspeed"});
     if (!x) return x.error();
     t.pipeline_engine = *x == "megatron" ? PipelineEngine::kMegatron : PipelineEngine::kDeepSpeed;
+  }
+  if (const YAML::Node v = node["cross_entropy"]) {
+    Expected<std::string> x = f.Choice(v, "training.cross_entropy", {"unfused", "fused"});
+    if (!x) return x.error();
+    t.cross_entropy = *x == "unfused" ? CrossEntropy::kUnfused : CrossEntropy::kFused;
   }
   if (const YAML::Node v = node["dp_sync"]) {
     Expected<std::string> x = f.Choice(v, "training.dp_sync", {"sync", "async", "stale"});

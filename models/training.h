@@ -5,7 +5,7 @@
 //              overlap: {tp_comm: false, grad_reduce: false, param_gather: false,
 //                        tp_dgrad_reduce: true},
 //              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
-//              dp_sync: stale, staleness: 2}
+//              cross_entropy: unfused, dp_sync: stale, staleness: 2}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -24,6 +24,10 @@ enum class Precision { kBf16, kFp16, kFp32 };  // bf16/fp16: mixed precision wit
 enum class Optimizer { kAdam, kSgd, kSgdMomentum };
 enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
 enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
+// How the loss runs over the logits (models/README.md, "Cross entropy"): Megatron-LM's eager
+// vocabulary-parallel cross entropy (its default), or a fused one (Megatron-Core's
+// --cross-entropy-loss-fusion, NeMo's default; llm-foundry's fused_crossentropy).
+enum class CrossEntropy { kUnfused, kFused };
 
 enum class Zero3Unit { kLayer, kModule };
 // How many NICs ZeRO-3's gathers and reduce-scatters drive on a node they span (models/README.md,
@@ -91,6 +95,7 @@ struct TrainingConfig {
            (zero3_nics == Zero3Nics::kAuto && zero3_unit == Zero3Unit::kModule);
   }
   PipelineEngine pipeline_engine = PipelineEngine::kMegatron;
+  CrossEntropy cross_entropy = CrossEntropy::kUnfused;
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 
@@ -121,5 +126,6 @@ std::string_view ToString(Optimizer v);
 std::string_view ToString(Recompute v);
 std::string_view ToString(GradReduceDtype v);
 std::string_view ToString(DpSync v);
+std::string_view ToString(CrossEntropy v);
 
 }  // namespace pipetwin::models

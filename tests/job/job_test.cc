@@ -318,6 +318,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.zero3_unit = models::Zero3Unit::kModule;
   c.training.zero3_nics = models::Zero3Nics::kRank;
   c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
+  c.training.cross_entropy = models::CrossEntropy::kFused;
   c.cluster.nics_per_node = 4;
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
@@ -333,6 +334,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
+  EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);
   EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
   // A value outside the choice names the key and what is allowed.

@@ -481,7 +481,8 @@ TEST(CostsTest, TrainingOverlapKeyErrors) {
       {", overlap: {grad_reduce: true, bucket: 1}", "training.overlap"},
       {", overlap: true", "training.overlap: must be a map"},
       {", grad_reduce_dtype: fp8", "training.grad_reduce_dtype: must be one of fp32, bf16"},
-      {", grad_bucket_mb: -1", "training.grad_bucket_mb"}};
+      {", grad_bucket_mb: -1", "training.grad_bucket_mb"},
+      {", cross_entropy: te", "training.cross_entropy: must be one of unfused, fused"}};
   for (const auto& [extra, want] : cases) {
     Expected<JobCosts> c = Costs(DpJob(extra), 1);
     ASSERT_FALSE(c.ok()) << extra;
@@ -782,6 +783,45 @@ TEST(CostsTest, DeepSpeedBf16OptimizerAccumulatesEachMicrobatchInFp32) {
     EXPECT_EQ(ds_zero1->stages[s].grad_accum_ms, 0);
     EXPECT_EQ(ds_fp16->stages[s].grad_accum_ms, 0);
   }
+}
+
+TEST(CostsTest, CrossEntropyBytesFollowMegatronsUnfusedAndFusedCode) {
+  // Megatron-LM's eager vocabulary-parallel cross entropy against the jit-fused one, per logit
+  // element of bf16 logits: forward 6 (to fp32) + 4 (max) + 8 (subtract) + 8 (exp) + 4 (sum) +
+  // 8 (divide) = 38 bytes against 6 + 8 + 8 = 22; backward 8 (scale) + 6 (to bf16) = 14 against
+  // 6. fp32 logits skip the conversion: 32 and 8 unfused.
+  TrainingConfig t;
+  EXPECT_EQ(t.cross_entropy, CrossEntropy::kUnfused);  // Megatron-LM's default
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).forward, 38);
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).backward, 14);
+  t.precision = Precision::kFp32;
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).forward, 32);
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).backward, 8);
+  t.precision = Precision::kBf16;
+  t.cross_entropy = CrossEntropy::kFused;
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).forward, 22);
+  EXPECT_DOUBLE_EQ(CrossEntropyBytesPerLogit(t).backward, 6);
+
+  // In a job: only the last stage changes, by those bytes over its tokens x vocabulary / tp
+  // logits at 0.85 of A100's 2,039 GB/s. The preset's GPT-2 vocabulary, 50,257 (25,129 on a
+  // tp rank), sequence 2,048.
+  auto job = [](const std::string& ce) {
+    return "schedule: 1f1b\nparallel: {pp: 2, tp: 2}\nmodel: {preset: gpt3-1.3b}\n"
+           "training: {global_batch: 8, micro_batch: 2, cross_entropy: " +
+           ce + "}\ncluster: {device: a100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> unfused = CostsOnly(job("unfused"), 2);
+  Expected<JobCosts> fused = CostsOnly(job("fused"), 2);
+  ASSERT_TRUE(unfused.ok() && fused.ok()) << (unfused.ok() ? "" : unfused.error().message);
+  const double logits = 2.0 * 2048 * 25129;  // b x s x ceil(v / tp)
+  const double hbm = 2039e9 * 0.85;
+  const StageCost& u = unfused->stages[1];
+  const StageCost& f = fused->stages[1];
+  EXPECT_NEAR(u.forward_ms - f.forward_ms, 1e3 * (38 - 22) * logits / hbm, 1e-9);
+  EXPECT_NEAR(u.backward_input_ms - f.backward_input_ms, 1e3 * (14 - 6) * logits / hbm, 1e-9);
+  EXPECT_GT(u.forward_ms - f.forward_ms, 0.9);  // 0.95 ms: not a rounding
+  EXPECT_EQ(u.backward_weight_ms, f.backward_weight_ms);
+  EXPECT_EQ(unfused->stages[0].forward_ms, fused->stages[0].forward_ms);
 }
 
 TEST(CostsTest, UnevenSplit) {

@@ -445,7 +445,7 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
             v, key,
             "each candidate must be true, false or a map {tp_comm, grad_reduce, param_gather, "
             "tp_dgrad_reduce}");
-      return models::Overlap{*b, *b, *b, std::nullopt};
+      return models::Overlap{*b, *b, *b, *b};
     }
     return models::ParseOverlap(v, f, key);
   };

@@ -51,9 +51,10 @@ struct Overlap {
   bool grad_reduce = false;   // DP gradient reduction by bucket under the last backward
   bool param_gather = false;  // ZeRO 1/2 parameter all-gather under the next forward
   // The reduction of the column-parallel layers' input gradients beside their weight-gradient
-  // GEMMs (Megatron-LM's asynchronous tensor-parallel all-reduce, on by default since
-  // September 2021; TransformerEngine's linear layers). Absent: on with pipeline_engine
-  // megatron, off with deepspeed (TrainingConfig::tp_dgrad_overlap).
+  // GEMMs (Megatron-LM's asynchronous tensor-parallel all-reduce: its training script's default
+  // from September 2021, Megatron-Core's ModelParallelConfig default false until 2024, always
+  // on in Megatron-Core since; TransformerEngine's linear layers). Absent: off, as the other
+  // overlaps (a run states what it ran with; TrainingConfig::tp_dgrad_overlap).
   std::optional<bool> tp_dgrad_reduce;
   bool operator==(const Overlap&) const = default;
 };
@@ -99,10 +100,8 @@ struct TrainingConfig {
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 
-  // overlap.tp_dgrad_reduce, resolved: as given, else on under Megatron-LM's engine.
-  bool tp_dgrad_overlap() const {
-    return overlap.tp_dgrad_reduce.value_or(pipeline_engine == PipelineEngine::kMegatron);
-  }
+  // overlap.tp_dgrad_reduce, resolved: as given, else off.
+  bool tp_dgrad_overlap() const { return overlap.tp_dgrad_reduce.value_or(false); }
 
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
@@ -116,8 +115,8 @@ struct TrainingConfig {
 // Absent node: all defaults. Unknown keys and bad enum values are errors naming the file,
 // the key and what is allowed.
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& fields);
-// `{tp_comm, grad_reduce, param_gather, tp_dgrad_reduce}` (each absent: false, the last
-// absent: the engine's default) at `key` (for messages).
+// `{tp_comm, grad_reduce, param_gather, tp_dgrad_reduce}` (each absent: false) at `key` (for
+// messages).
 Expected<Overlap> ParseOverlap(const YAML::Node& node, const YamlFields& fields,
                                const std::string& key);
 

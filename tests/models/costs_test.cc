@@ -383,12 +383,12 @@ TEST(CostsTest, TpCommOverlapUserbuffersClosedForm) {
               a.backward_tp_comm_ms - b.backward_tp_comm_ms, 1e-9);
 }
 
-// overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce, on by default under
-// pipeline_engine megatron): a fused B hides the reduction of qkv's and fc1's input gradients
-// under their weight-gradient GEMMs. Hand-worked for GPT-3 175B, tp 8 in one A100 node (NVLink
-// 300 GB/s x 0.8, 2 us per ring step), micro-batch 1: one activation is 2 x 2048 x 12288 bytes;
-// its ring all-reduce takes 2 x 7 x 2 us + 2 x 7/8 x S / 240 GB/s, its reduce-scatter (sp) half
-// the steps and half the bytes. Both are shorter than the qkv and fc1 GEMMs (about 1 ms each
+// overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce; off unless a job states
+// it, under either pipeline engine): a fused B hides the reduction of qkv's and fc1's input
+// gradients under their weight-gradient GEMMs. Hand-worked for GPT-3 175B, tp 8 in one A100 node
+// (NVLink 300 GB/s x 0.8, 2 us per ring step), micro-batch 1: one activation is 2 x 2048 x 12288
+// bytes; its ring all-reduce takes 2 x 7 x 2 us + 2 x 7/8 x S / 240 GB/s, its reduce-scatter (sp)
+// half the steps and half the bytes. Both are shorter than the qkv and fc1 GEMMs (about 1 ms each
 // at 215 TFLOP/s), so each stage of 24 layers hides exactly 2 x 24 of them.
 TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   const double s = 2.0 * 2048 * 12288, bw = 300e9 * 0.8;
@@ -400,9 +400,10 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
                      training + "}\ncluster: {device: a100-sxm-80gb}\n",
                  4);
   };
-  const Expected<JobCosts> on = job("{pp: 4, tp: 8}", "");
-  const Expected<JobCosts> sp = job("{pp: 4, tp: 8, sp: true}", "");
-  const Expected<JobCosts> off = job("{pp: 4, tp: 8}", ", overlap: {tp_dgrad_reduce: false}");
+  const std::string with = ", overlap: {tp_dgrad_reduce: true}";
+  const Expected<JobCosts> on = job("{pp: 4, tp: 8}", with);
+  const Expected<JobCosts> sp = job("{pp: 4, tp: 8, sp: true}", with);
+  const Expected<JobCosts> off = job("{pp: 4, tp: 8}", "");
   const Expected<JobCosts> ds = job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed");
   const Expected<JobCosts> ds_on =
       job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed, overlap: {tp_dgrad_reduce: true}");
@@ -416,7 +417,7 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   EXPECT_EQ(a.backward_input_ms, off->stages[1].backward_input_ms);
   EXPECT_EQ(a.backward_weight_ms, off->stages[1].backward_weight_ms);
   EXPECT_EQ(off->stages[1].fused_backward_tp_hidden_ms, 0);
-  EXPECT_EQ(ds->stages[1].fused_backward_tp_hidden_ms, 0);  // DeepSpeed: off unless set
+  EXPECT_EQ(ds->stages[1].fused_backward_tp_hidden_ms, 0);  // off unless set
   EXPECT_NEAR(ds_on->stages[1].fused_backward_tp_hidden_ms, a.fused_backward_tp_hidden_ms, 1e-9);
 }
 

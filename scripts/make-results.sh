@@ -24,6 +24,8 @@ for j in gpt3-175b llama3-70b llama3-405b megatron-1t; do
 done
 python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.md
 python3 scripts/published.py "$bin" > results/published.md
+python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy \
+  > results/published-defaults.md
 # The layout searches: the top 10, every layout (CSV) and the plot.
 for p in gpt3-175b llama3-70b; do
   mkdir -p "results/plan/$p"

@@ -14,6 +14,11 @@ rows are those a device constant was fitted on, or a model default chosen on
 same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/published.md):
 
   scripts/published.py build/default/apps/pipetwin > results/published.md
+
+--without KEY[,KEY...] predicts each job with those `training:` keys (or `training.overlap:`
+keys) removed, so that they take their defaults: what a job file written without them, as
+someone else's would be, gets. `--without tp_dgrad_reduce,pipeline_engine,cross_entropy`
+strips the keys pipetwin added beyond the issue's overlap flags.
 """
 import glob
 import json
@@ -63,6 +68,21 @@ def read_run(path):
             * job["parallel"].get("tp", 1) * job["parallel"].get("cp", 1)}
 
 
+def strip_keys(path, keys, tmp):
+    """A copy of the job at `path` without the `training:` / `training.overlap:` keys `keys`."""
+    with open(path) as f:
+        job = yaml.safe_load(f)
+    training = job.get("training") or {}
+    for k in keys:
+        training.pop(k, None)
+        if isinstance(training.get("overlap"), dict):
+            training["overlap"].pop(k, None)
+    out = os.path.join(tmp, "stripped.yaml")
+    with open(out, "w") as f:
+        yaml.safe_dump(job, f)
+    return out
+
+
 def simulate(pipetwin, path, tmp):
     rep = os.path.join(tmp, "report.json")
     subprocess.run([pipetwin, "simulate", path, "--report", rep], check=True,
@@ -72,6 +92,10 @@ def simulate(pipetwin, path, tmp):
 
 
 def main(argv):
+    without = []
+    if len(argv) == 4 and argv[2] == "--without":
+        without = [k for k in argv[3].split(",") if k]
+        argv = argv[:2]
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -81,7 +105,8 @@ def main(argv):
             sorted(glob.glob(os.path.join(root, "examples", "published", "*", "*.yaml")))]
     with tempfile.TemporaryDirectory() as tmp:
         for r in runs:
-            rep = simulate(pipetwin, r["path"], tmp)
+            path = strip_keys(r["path"], without, tmp) if without else r["path"]
+            rep = simulate(pipetwin, path, tmp)
             r["predicted"] = METRICS[r["meta"]["metric"]][1](rep)
             r["error"] = error_pct(r["meta"]["metric"], r["predicted"], r["meta"]["value"])
             r["fits"] = rep.get("memory", {}).get("fits", True)
@@ -95,6 +120,8 @@ def main(argv):
            "+ is optimistic on every row. *fit* rows "
            "are those the device's fitted constant was fitted on, or a default chosen on "
            "(`models/README.md` says which); *test* rows were never used for either.\n",
+           *(["Predicted with these keys removed from every job (their defaults apply): %s.\n"
+              % ", ".join("`%s`" % k for k in without)] if without else []),
            "| run | source | GPUs | metric | published | predicted | error | split | fits |",
            "|---|---|--:|---|--:|--:|--:|---|---|"]
     for r in runs:

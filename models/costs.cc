@@ -742,6 +742,7 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
   const TrainingConfig& t = jc.training;
   const int num_stages = static_cast<int>(jc.stages.size());
   jc.cpu_executor = true;
+  jc.reduce_after_backward = false;  // exec/engine.cc reduces a stage after its last gradient
   for (int s = 0; s < num_stages; ++s) {
     StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
     const int layers = split[static_cast<std::size_t>(s)];
@@ -855,6 +856,7 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   ApplyVariability(jc, in);
   ApplyZero3Passes(jc);
   jc.blocking_sends = in.training.pipeline_engine == PipelineEngine::kDeepSpeed;
+  jc.reduce_after_backward = !in.training.overlap.grad_reduce;
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }

@@ -42,6 +42,12 @@ struct CostTable {
   // A rank's next action waits for each of its sends to finish (DeepSpeed's pipeline engine,
   // training.pipeline_engine); otherwise sends run beside the compute.
   bool blocking_sends = false;
+  // The gradient reductions wait until the rank has computed its last gradient (Megatron-LM
+  // without --overlap-grad-reduce reduces every chunk's gradients after the pipeline flush);
+  // otherwise each REDUCE_GRAD starts where the schedule puts it, after its stage's last
+  // gradient, beside the compute that follows (an interleaved rank's other chunks). FSDP
+  // stages (UNSHARD) always reduce where they are.
+  bool reduce_after_backward = false;
 };
 
 CostTable UniformCosts(const AbstractCosts& c, int num_stages);

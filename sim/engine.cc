@@ -27,6 +27,7 @@ struct RankState {
   bool passed_barrier = false;
   bool input_done = false;  // the compute at pc has waited for its received input
   std::vector<Link> links;
+  std::vector<Action> deferred;  // REDUCE_GRADs held for the end of the backward
 };
 
 constexpr std::int64_t kUnknown = -1;
@@ -162,6 +163,32 @@ class Engine {
     return true;
   }
 
+  bool Fsdp(int stage) const {
+    return c_.stages[static_cast<std::size_t>(stage)].unshard_applies &&
+           stage_[static_cast<std::size_t>(stage)].fsdp;
+  }
+
+  // A REDUCE_GRAD on the rank's collective stream, from its cursor on. A stage the program
+  // unshards reduces its gradients here, once (FSDP); otherwise ZeRO-3 reduce-scattered them
+  // in every W and dp_reduce is what is left.
+  void Reduce(int r, const Action& a, RankState& st, RankStats& rs) {
+    const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
+    const bool fsdp = Fsdp(a.stage);
+    const SimTime start = Max(st.cursor, st.coll_free);
+    const SimTime end = start + (fsdp ? t.unsharded_dp_reduce : t.dp_reduce);
+    const std::int64_t bytes = fsdp ? t.unsharded_dp_reduce_bytes : t.dp_reduce_bytes;
+    st.coll_free = end;
+    Record(r, a, Stream::kCollective, start, end, -1, bytes);
+    rs.bytes_sent_dp += bytes;
+  }
+
+  // The reductions held back (CostTable::reduce_after_backward), in program order, once the
+  // rank's compute stream has reached its optimizer step (or the end of its program).
+  void IssueDeferred(int r, RankState& st, RankStats& rs) {
+    for (const Action& a : st.deferred) Reduce(r, a, st, rs);
+    st.deferred.clear();
+  }
+
   // Runs rank r's program from its program counter until it must wait for time to pass
   // (a compute action), for a message, or for the barrier.
   void Advance(int r, SimTime now) {
@@ -174,6 +201,7 @@ class Engine {
       switch (a.kind) {
         case ActionKind::kOptimizer:
           if (!st.passed_barrier) {
+            IssueDeferred(r, st, rs);
             st.passed_barrier = true;
             if (st.coll_free > st.cursor) rs.dp_exposed = st.coll_free - st.cursor;
             // Gradients must be reduced before the step; with optimizer_sync every rank
@@ -262,6 +290,7 @@ class Engine {
         case ActionKind::kWaitReduceGrad:
           // The rank's collective stream runs reductions in order: this one is done when the
           // stream is free of everything issued so far.
+          IssueDeferred(r, st, rs);
           st.cursor = Max(st.cursor, st.coll_free);
           ++st.pc;
           if (st.cursor > now) {
@@ -290,22 +319,17 @@ class Engine {
           stage_[static_cast<std::size_t>(a.stage)].unsharded = false;
           ++st.pc;
           break;
-        case ActionKind::kReduceGrad: {
-          const StageTimes& t = c_.stages[static_cast<std::size_t>(a.stage)];
-          // A stage the program unshards reduces its gradients here, once (FSDP); otherwise
-          // ZeRO-3 reduce-scattered them in every W and dp_reduce is what is left.
-          const bool fsdp = t.unshard_applies && stage_[static_cast<std::size_t>(a.stage)].fsdp;
-          const SimTime start = Max(st.cursor, st.coll_free);
-          const SimTime end = start + (fsdp ? t.unsharded_dp_reduce : t.dp_reduce);
-          const std::int64_t bytes = fsdp ? t.unsharded_dp_reduce_bytes : t.dp_reduce_bytes;
-          st.coll_free = end;
-          Record(r, a, Stream::kCollective, start, end, -1, bytes);
-          rs.bytes_sent_dp += bytes;
+        case ActionKind::kReduceGrad:
+          if (c_.reduce_after_backward && !Fsdp(a.stage)) {
+            st.deferred.push_back(a);
+          } else {
+            Reduce(r, a, st, rs);
+          }
           ++st.pc;
           break;
-        }
       }
     }
+    IssueDeferred(r, st, rs);  // the end of a program without an optimizer step
   }
 
   const Schedule& s_;

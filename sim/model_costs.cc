@@ -38,6 +38,7 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
   }
   t.sync = SimTime::FromMillis(jc.sync_ms);
   t.blocking_sends = jc.blocking_sends;
+  t.reduce_after_backward = jc.reduce_after_backward;
   return t;
 }
 

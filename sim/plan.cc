@@ -326,8 +326,11 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
   // The bound: no rank's compute stream is busy for less than the sum of its actions, and
   // under optimizer_sync (the step is the makespan) its first action, an F of stage s,
   // starts no earlier than the same microbatch's F on stages 0..s-1 (none on this rank)
-  // have run one after another.
+  // have run one after another. Where the reductions wait for the rank's last gradient
+  // (CostTable::reduce_after_backward) they run one after another between its last backward
+  // and its first optimizer step, so they add to its busy time.
   const CostTable t = CostTableFromModel(*jc);
+  const bool reductions_in_series = t.reduce_after_backward && shape->reduce_grad;
   std::int64_t busiest = 0;
   for (std::size_t r = 0; r < shape->counts.size(); ++r) {
     std::int64_t busy = 0;
@@ -341,6 +344,7 @@ void Evaluate(Context& ctx, std::size_t index, PlanRow& row) {
       busy += c.n[0] * st.forward.nanos() + c.n[1] * st.backward.nanos() +
               c.n[2] * st.backward_input.nanos() + c.n[3] * st.backward_weight.nanos() +
               c.n[4] * st.optimizer.nanos();
+      if (reductions_in_series) busy += st.dp_reduce.nanos();
     }
     busiest = std::max(busiest, busy);
   }

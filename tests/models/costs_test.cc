@@ -248,6 +248,22 @@ TEST(CostsTest, DpReductionWithoutOverlapIsClosedForm) {
   EXPECT_EQ(s.forward_tp_comm_overlapped_ms, 0);
 }
 
+// Without overlap.grad_reduce the simulator holds every reduction until the rank's last
+// gradient (Megatron-LM reduces after the pipeline flush); with it, or on the cpu device
+// (pipetwin's executor reduces a stage after its last gradient), it does not.
+TEST(CostsTest, ReductionsWaitForTheFlushUnlessOverlapped) {
+  Expected<JobCosts> plain = Costs(DpJob(""), 1);
+  Expected<JobCosts> ov = Costs(DpJob(", overlap: {grad_reduce: true}"), 1);
+  ASSERT_TRUE(plain.ok() && ov.ok());
+  EXPECT_TRUE(plain->reduce_after_backward);
+  EXPECT_FALSE(ov->reduce_after_backward);
+  std::string cpu = DpJob("");
+  cpu.replace(cpu.find("a100-sxm-80gb"), 13, "cpu");
+  Expected<JobCosts> c = Costs(cpu, 1);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_FALSE(c->reduce_after_backward);
+}
+
 // training.grad_reduce_dtype: bf16 halves the bytes (and, without latency, the time).
 TEST(CostsTest, GradReduceDtypeBf16HalvesDpBytes) {
   Expected<JobCosts> fp32 = Costs(DpJob(", grad_reduce_dtype: fp32"), 1);

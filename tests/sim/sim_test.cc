@@ -5,8 +5,11 @@
 #include <cmath>
 #include <string>
 
+#include "schedule/generators.h"
+#include "schedule/lower.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "sim/engine.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
 
@@ -248,6 +251,68 @@ TEST(Optimizer, SyncWaitsForTheSlowestRankAndReduction) {
   const SimResult n = Sim("1f1b", 2, 2, 1, {1.0, 1.5, 0.5, 0, 0.5, 3.0}, false, 2);
   EXPECT_NEAR(n.report.iteration_time_ms, 12.5, kEps);  // rank 0: 0 .. 12.5
   EXPECT_NEAR(n.report.ranks[1].span_ms, 10.5 - 1.0, kEps);
+}
+
+// Megatron-LM without --overlap-grad-reduce reduces every chunk after the pipeline flush
+// (CostTable::reduce_after_backward): interleaved pp 4, vpp 2, m 8, F = 1, B = 2 per chunk,
+// a 3 ms reduction per chunk and a 0.5 ms step. The compute timeline is the same either way;
+// with the flag each rank's reductions start when its last backward ends and run back to back
+// (2 x 3 ms), and its step follows them, so the rank ends at last backward + 6.5 ms. Without
+// it, the chunk whose backward ends first reduces beside the other chunk's last backwards.
+TEST(ReduceAfterBackward, ReductionsWaitForTheRanksLastGradient) {
+  const GeneratorInfo* g = FindGenerator("interleaved-1f1b");
+  ASSERT_NE(g, nullptr);
+  auto s = g->generate({.pp = 4, .vpp = 2, .microbatches = 8});
+  ASSERT_TRUE(s.ok());
+  const Schedule lowered = Lower(*s, {.reduce_grad = true, .optimizer = true});
+  AbstractCosts ac;
+  ac.forward_ms = 1;
+  ac.backward_input_ms = 1;
+  ac.backward_weight_ms = 1;
+  ac.dp_reduce_ms = 3;
+  ac.optimizer_ms = 0.5;
+  CostTable table = UniformCosts(ac, lowered.num_stages);
+  auto play = [&](bool after) {
+    table.reduce_after_backward = after;
+    TimelineRecorder rec(lowered.num_ranks);
+    RunEngine(lowered, table, {.optimizer_sync = false}, &rec);
+    return rec.Take();
+  };
+  const Timeline overlapped = play(false);
+  const Timeline deferred = play(true);
+  int ranks_that_overlapped = 0;
+  for (int r = 0; r < lowered.num_ranks; ++r) {
+    auto compute = [&](const Timeline& t) {
+      std::vector<std::pair<std::string, std::int64_t>> out;
+      for (const auto& e : t.events[static_cast<std::size_t>(r)]) {
+        if (e.stream == Stream::kCompute && e.action.kind != ActionKind::kOptimizer) {
+          out.emplace_back(e.action.ToString(), e.start_ns);
+        }
+      }
+      return out;
+    };
+    EXPECT_EQ(compute(overlapped), compute(deferred)) << "rank " << r;
+    std::int64_t last_grad = 0, first_reduce_overlapped = INT64_MAX;
+    std::vector<std::pair<std::int64_t, std::int64_t>> reduces;
+    std::int64_t opt_start = -1;
+    for (const auto& e : deferred.events[static_cast<std::size_t>(r)]) {
+      if (e.action.kind == ActionKind::kBackward) last_grad = std::max(last_grad, e.end_ns);
+      if (e.action.kind == ActionKind::kReduceGrad) reduces.emplace_back(e.start_ns, e.end_ns);
+      if (e.action.kind == ActionKind::kOptimizer && opt_start < 0) opt_start = e.start_ns;
+    }
+    for (const auto& e : overlapped.events[static_cast<std::size_t>(r)]) {
+      if (e.action.kind == ActionKind::kReduceGrad) {
+        first_reduce_overlapped = std::min(first_reduce_overlapped, e.start_ns);
+      }
+    }
+    ASSERT_EQ(reduces.size(), 2u) << "rank " << r;
+    EXPECT_EQ(reduces[0].first, last_grad) << "rank " << r;
+    EXPECT_EQ(reduces[0].second, last_grad + 3'000'000);
+    EXPECT_EQ(reduces[1].first, reduces[0].second);
+    EXPECT_EQ(opt_start, last_grad + 6'000'000);
+    if (first_reduce_overlapped < last_grad) ++ranks_that_overlapped;
+  }
+  EXPECT_EQ(ranks_that_overlapped, lowered.num_ranks);
 }
 
 TEST(Determinism, SameJobSameBytes) {

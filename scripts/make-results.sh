@@ -23,6 +23,9 @@ for j in gpt3-175b llama3-70b llama3-405b megatron-1t; do
     > "results/models/$j.txt"
 done
 python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.md
+# The two devices' fitted GEMM efficiency (models/cluster.cc takes the printed value by hand).
+python3 scripts/fit_gemm_efficiency.py "$bin" a100-sxm-80gb > results/models/a100-gemm-fit.md
+python3 scripts/fit_gemm_efficiency.py "$bin" h100-sxm-80gb > results/models/h100-gemm-fit.md
 python3 scripts/published.py "$bin" > results/published.md
 python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy \
   > results/published-defaults.md

@@ -654,6 +654,10 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       // not the k NICs of its k ranks on a node (models/README.md, "ZeRO-3 at scale").
       GroupShape group = c.dp_group;
       if (c.t.zero3_one_nic_per_rank()) group.ranks_per_node = 1;
+      // UNSHARD/RESHARD come only from torch's FSDP runtime: its whole-stage gather drives
+      // the node's NICs unless zero3_nics says rank.
+      GroupShape fsdp_group = c.dp_group;
+      if (c.t.zero3_nics == Zero3Nics::kRank) fsdp_group.ranks_per_node = 1;
       const double per_layer = c.t.zero3_unit == Zero3Unit::kModule ? 4 : 1;
       const double units = std::max(1.0, per_layer * sc.layers);
       sc.zero3 = {
@@ -664,14 +668,14 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
           .prefetch = c.t.zero3_prefetch >= 1};
       sc.unshard = {
           .applies = true,
-          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, group, c.topo),
+          .gather_ms = CollectiveMs(Collective::kAllGather, param_full, fsdp_group, c.topo),
           .gather_bytes = std::llround(BytesSentPerRank(Collective::kAllGather, param_full, n_dp)),
           .held_bytes = std::llround(param_full),
           .held_grad_bytes = sc.params * bpp.grads,
           .forward_ms = sc.forward_ms,
           .backward_input_ms = sc.backward_input_ms,
           .backward_weight_ms = sc.backward_weight_ms,
-          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, group, c.topo),
+          .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full, fsdp_group, c.topo),
           .reduce_bytes =
               std::llround(BytesSentPerRank(Collective::kReduceScatter, grad_full, n_dp))};
       sc.zero3_gather_bytes_per_microbatch =

@@ -27,7 +27,7 @@ python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.m
 python3 scripts/fit_gemm_efficiency.py "$bin" a100-sxm-80gb > results/models/a100-gemm-fit.md
 python3 scripts/fit_gemm_efficiency.py "$bin" h100-sxm-80gb > results/models/h100-gemm-fit.md
 python3 scripts/published.py "$bin" > results/published.md
-python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy \
+python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit \
   > results/published-defaults.md
 # The layout searches: the top 10, every layout (CSV) and the plot.
 for p in gpt3-175b llama3-70b; do

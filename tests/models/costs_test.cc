@@ -625,11 +625,11 @@ TEST(CostsTest, NicsPerNodeShareTheNodeBandwidth) {
 
 // ZeRO-3: per-layer gathers before F and I; prefetched one layer ahead they hide under the
 // compute but for the first; on demand (zero3_prefetch: 0) they are in series. The memory
-// holds the layer computing and the prefetched ones.
+// holds the layer computing and the prefetched ones. FSDP's units (zero3_unit: layer).
 TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
   Expected<JobCosts> z0 = Costs(DpJob(""), 1);
-  Expected<JobCosts> z3 = Costs(DpJob("", ", zero: 3"), 1);
-  Expected<JobCosts> z3_0 = Costs(DpJob(", zero3_prefetch: 0", ", zero: 3"), 1);
+  Expected<JobCosts> z3 = Costs(DpJob(", zero3_unit: layer", ", zero: 3"), 1);
+  Expected<JobCosts> z3_0 = Costs(DpJob(", zero3_unit: layer, zero3_prefetch: 0", ", zero: 3"), 1);
   ASSERT_TRUE(z0.ok() && z3.ok() && z3_0.ok()) << (z3_0.ok() ? "" : z3_0.error().message);
   const StageCost& a = z0->stages[0];
   const StageCost& b = z3->stages[0];
@@ -697,8 +697,9 @@ TEST(CostsTest, Zero3ModuleUnitsGatherEachWeightMatrix) {
 
 // training.zero3_nics over 2 nodes of 8 (no latency): `rank` gathers each unit over one NIC
 // per rank, `node` over the 8 NICs of the group's 8 ranks on a node (NVLink being faster);
-// `auto` (the default) is `rank` for module units (DeepSpeed) and `node` for layer units
-// (FSDP). A pass adds what its compute does not hide (exposed) and hides the rest.
+// `auto` (the default) is `rank` for module units (DeepSpeed's stage 3, the default unit: a
+// job that says only `zero: 3`) and `node` for layer units (FSDP). A pass adds what its
+// compute does not hide (exposed) and hides the rest.
 TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   auto job = [](const std::string& nics) {
     return "schedule: 1f1b\nparallel: {pp: 1, dp: 16, zero: 3}\nmodel: {preset: gpt3-1.3b}\n"
@@ -707,14 +708,15 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
            "}\ncluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
            "inter_node: {latency_us: 0}}\n";
   };
-  Expected<JobCosts> rank = CostsOnly(job(", zero3_nics: rank"), 1);
-  Expected<JobCosts> node = CostsOnly(job(", zero3_nics: node"), 1);
-  Expected<JobCosts> auto_layer = CostsOnly(job(""), 1);
-  Expected<JobCosts> auto_module = CostsOnly(job(", zero3_unit: module"), 1);
+  Expected<JobCosts> rank = CostsOnly(job(", zero3_unit: layer, zero3_nics: rank"), 1);
+  Expected<JobCosts> node = CostsOnly(job(", zero3_unit: layer, zero3_nics: node"), 1);
+  Expected<JobCosts> auto_layer = CostsOnly(job(", zero3_unit: layer"), 1);
+  Expected<JobCosts> auto_module = CostsOnly(job(""), 1);
   Expected<JobCosts> rank_module = CostsOnly(job(", zero3_unit: module, zero3_nics: rank"), 1);
   ASSERT_TRUE(auto_layer.ok() && auto_module.ok() && rank_module.ok());
   EXPECT_EQ(auto_layer->stages[0].zero3.gather_ms, node->stages[0].zero3.gather_ms);
   EXPECT_EQ(auto_module->stages[0].zero3.gather_ms, rank_module->stages[0].zero3.gather_ms);
+  EXPECT_EQ(auto_module->stages[0].zero3.units, 4 * auto_module->stages[0].layers);
   Expected<JobCosts> z0 = CostsOnly(
       "schedule: 1f1b\nparallel: {pp: 1, dp: 16}\nmodel: {preset: gpt3-1.3b}\n"
       "training: {global_batch: 64, micro_batch: 1}\n"
@@ -735,6 +737,8 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   EXPECT_NEAR(n.zero3.gather_ms, 1e3 * bytes / layers / std::min(nvlink, 8 * nic), 1e-9);
   EXPECT_NEAR(r.zero3.reduce_ms, 2 * r.zero3.gather_ms, 1e-9);  // fp32 gradients
   EXPECT_NEAR(r.unshard.gather_ms, 1e3 * bytes / nic, 1e-9);    // FSDP's whole-stage gather
+  // UNSHARD is torch's FSDP: under `auto` it drives the node's NICs whatever the unit.
+  EXPECT_EQ(auto_module->stages[0].unshard.gather_ms, n.unshard.gather_ms);
   // The passes: max(compute, L g) + g, exposed = what that adds, hidden = the rest of L g.
   const double all = 1e3 * bytes / nic;
   EXPECT_NEAR(r.forward_ms, std::max(a.forward_ms, all) + all / layers, 1e-9);

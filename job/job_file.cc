@@ -300,6 +300,11 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
                                             job.parallel.WorldSize());
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
+  // training.flash_attention left out: the device's default (on for H100/H200, off for A100
+  // and the cpu executor; models/cluster.h, DeviceSpec::fused_attention_by_default).
+  if (!(root["training"] && root["training"]["flash_attention"])) {
+    job.training.flash_attention = job.cluster.device.fused_attention_by_default;
+  }
 
   // Chunks per rank follow from the schedule.
   const bool has_vpp = root["parallel"] && root["parallel"]["vpp"];

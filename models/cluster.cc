@@ -76,6 +76,7 @@ const std::vector<DeviceSpec>& Devices() {
     // level with the same factors is 0.77; what a training step loses beyond that (sustained
     // power-limited clocks, the framework's kernels between the GEMMs) is not modelled term by
     // term.
+    h100.fused_attention_by_default = true;
     h100.gemm_efficiency = 0.64;
     h100.gemm_mnk_half = MnkHalf(h100.peak_bf16_flops, h100.gemm_efficiency, 5 * kUs);
     h100.gemm_k_half = kGemmKHalfH100;

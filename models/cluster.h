@@ -61,6 +61,11 @@ struct DeviceSpec {
   double attn_fwd_efficiency = 1;  // e_attn_fwd
   double attn_bwd_efficiency = 1;  // e_attn_bwd
   double hbm_efficiency = 1;       // e_hbm: achievable fraction of HBM bandwidth
+  // training.flash_attention when a job leaves it out: on for Hopper, whose training stacks
+  // all compute attention fused (TransformerEngine's fused attention under Megatron-Core and
+  // NeMo, PyTorch's SDPA); off for A100, whose published runs mostly predate fused attention
+  // in Megatron-LM and DeepSpeed, and for the cpu executor, whose attention is unfused.
+  bool fused_attention_by_default = false;
 
   double PeakFlops(Precision p) const {
     return p == Precision::kFp32 ? peak_fp32_flops : peak_bf16_flops;

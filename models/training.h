@@ -67,7 +67,8 @@ struct TrainingConfig {
   Recompute recompute = Recompute::kNone;
   // Fused (FlashAttention) attention: the s x s score matrices are never stored and the
   // softmax is not a separate memory-bound pass. false: the unfused attention of
-  // Korthikanti et al. 2022 Table 2 (its 5as/h term).
+  // Korthikanti et al. 2022 Table 2 (its 5as/h term). A job file that leaves it out gets
+  // the device's default (job/job_file.cc: on for H100/H200, off for A100 and cpu).
   bool flash_attention = false;
   Overlap overlap;
   // Megatron-LM reduces bf16 models' gradients in fp32 (arguments.py turns on

@@ -535,7 +535,8 @@ Status CheckCudaJob(const ResolvedJob& job) {
   }
   if (t.flash_attention) {
     return c.source.At("training.flash_attention",
-                       "the CUDA backend's attention is unfused: use flash_attention: false");
+                       "the CUDA backend's attention is unfused: use flash_attention: false "
+                       "(on by default for h100-sxm-80gb and h200-sxm-141gb jobs)");
   }
   return OkStatus();
 }

@@ -163,6 +163,31 @@ TEST(Job, MicrobatchesAreDerivedFromTheGlobalBatch) {
   EXPECT_DOUBLE_EQ(j->SamplesPerStep(), 16.0);
 }
 
+// training.flash_attention left out takes the device's default: on for H100 and H200 (every
+// Hopper training stack fuses attention), off for A100 and the cpu executor; given, it stays.
+TEST(Job, FlashAttentionDefaultsByDevice) {
+  auto job = [](const std::string& device, const std::string& extra) {
+    return ParseJobConfig(
+        "schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: tiny}\n"
+        "training: {global_batch: 8, micro_batch: 1" +
+            extra + "}\ncluster: {device: " + device + "}\n",
+        "j.yaml");
+  };
+  for (const auto& [device, want] :
+       std::vector<std::pair<std::string, bool>>{{"h100-sxm-80gb", true},
+                                                 {"h200-sxm-141gb", true},
+                                                 {"a100-sxm-80gb", false},
+                                                 {"cpu", false}}) {
+    auto left_out = job(device, "");
+    auto off = job(device, ", flash_attention: false");
+    auto on = job(device, ", flash_attention: true");
+    ASSERT_TRUE(left_out.ok() && off.ok() && on.ok()) << device;
+    EXPECT_EQ(left_out->training.flash_attention, want) << device;
+    EXPECT_FALSE(off->training.flash_attention) << device;
+    EXPECT_TRUE(on->training.flash_attention) << device;
+  }
+}
+
 TEST(Job, GivenAndDerivedMicrobatchesMustAgree) {
   const std::string head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
   auto agree =

@@ -296,6 +296,13 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   auto training = models::ParseTrainingConfig(root["training"] ? root["training"] : none, f);
   if (!training) return training.error();
   job.training = *training;
+  // Megatron-Core runs TP communication overlap only with sequence parallelism (its
+  // arguments refuse --tp-comm-overlap without --sequence-parallel): a job that turns the
+  // overlap on at tp > 1 and leaves parallel.sp out had it.
+  if (job.training.overlap.tp_comm && job.parallel.tp > 1 &&
+      !(root["parallel"] && root["parallel"]["sp"])) {
+    job.parallel.sp = true;
+  }
   auto cluster = models::ParseClusterConfig(root["cluster"] ? root["cluster"] : none, f,
                                             job.parallel.WorldSize());
   if (!cluster) return cluster.error();

@@ -188,6 +188,27 @@ TEST(Job, FlashAttentionDefaultsByDevice) {
   }
 }
 
+// overlap.tp_comm at tp > 1 implies sequence parallelism when parallel.sp is left out
+// (Megatron-Core refuses --tp-comm-overlap without --sequence-parallel); given, sp stays.
+TEST(Job, TpCommOverlapImpliesSequenceParallelism) {
+  auto job = [](const std::string& parallel, const std::string& overlap) {
+    return ParseJobConfig("schedule: 1f1b\nparallel: {pp: 2" + parallel +
+                              "}\nmodel: {preset: tiny}\n"
+                              "training: {global_batch: 8, micro_batch: 1, overlap: {tp_comm: " +
+                              overlap + "}}\ncluster: {device: a100-sxm-80gb}\n",
+                          "j.yaml");
+  };
+  auto implied = job(", tp: 2", "true");
+  auto off = job(", tp: 2, sp: false", "true");
+  auto no_overlap = job(", tp: 2", "false");
+  auto tp1 = job("", "true");
+  ASSERT_TRUE(implied.ok() && off.ok() && no_overlap.ok() && tp1.ok());
+  EXPECT_TRUE(implied->parallel.sp);
+  EXPECT_FALSE(off->parallel.sp);
+  EXPECT_FALSE(no_overlap->parallel.sp);
+  EXPECT_FALSE(tp1->parallel.sp);
+}
+
 TEST(Job, GivenAndDerivedMicrobatchesMustAgree) {
   const std::string head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
   auto agree =

@@ -335,7 +335,7 @@ std::pair<Expected<JobCosts>, Expected<JobCosts>> TpOverlapPair(
 // the layer's GEMMs. With the collectives shorter than those GEMMs (perfect overlap), a
 // decoder-only stage exposes no TP communication and gets faster by exactly what was hidden.
 TEST(CostsTest, TpCommOverlapShorterThanComputeIsHidden) {
-  const auto [no, yes] = TpOverlapPair("{pp: 4, tp: 8}");
+  const auto [no, yes] = TpOverlapPair("{pp: 4, tp: 8, sp: false}");
   ASSERT_TRUE(no.ok() && yes.ok()) << (yes.ok() ? "" : yes.error().message);
   const StageCost& a = no->stages[1];
   const StageCost& b = yes->stages[1];

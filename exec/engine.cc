@@ -102,11 +102,25 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
     }
   };
 
+  auto start_reduction = [&](const Action& a) {
+    const auto s = Clock::now();
+    backend_.StartReduceGrad(a.stage);
+    events.push_back({a, Stream::kCollective, ns(s), ns(s), -1, 0});
+    reductions.push_back({a.stage, events.size() - 1});
+    poll_reductions();
+  };
+  // REDUCE_GRADs held until the end of the backward (EngineOptions::reduce_after_backward).
+  std::vector<Action> held;
+  auto start_held = [&] {
+    for (const Action& h : held) start_reduction(h);
+    held.clear();
+  };
   bool synced = false;
   for (const Action& a : prog) {
     switch (a.kind) {
       case ActionKind::kOptimizer:
         if (!synced) {
+          start_held();
           drain_reductions(a);
           if (opts_.before_optimizer) opts_.before_optimizer(Clock::now() + timeout);
           synced = true;
@@ -143,21 +157,22 @@ std::vector<TimelineEvent> Engine::RunStep(std::int64_t step) {
         backend_.TestSends();
         break;
       case ActionKind::kWaitReduceGrad:
+        start_held();
         drain_reductions(a);
         break;
       case ActionKind::kUnshard:
       case ActionKind::kReshard:
         break;  // the executor's models are not sharded (no FSDP)
-      case ActionKind::kReduceGrad: {
-        const auto s = Clock::now();
-        backend_.StartReduceGrad(a.stage);
-        events.push_back({a, Stream::kCollective, ns(s), ns(s), -1, 0});
-        reductions.push_back({a.stage, events.size() - 1});
-        poll_reductions();
+      case ActionKind::kReduceGrad:
+        if (opts_.reduce_after_backward) {
+          held.push_back(a);
+        } else {
+          start_reduction(a);
+        }
         break;
-      }
     }
   }
+  start_held();
   const Action end_marker{0, ActionKind::kOptimizer, -1};
   drain_reductions(end_marker);
   WaitFor(

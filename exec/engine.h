@@ -28,6 +28,10 @@ struct EngineOptions {
   // Called before the first OPT of the step (Megatron's all-rank synchronisation); may be
   // empty. It must itself honour the deadline it is given.
   std::function<void(std::chrono::steady_clock::time_point deadline)> before_optimizer;
+  // Without training.overlap.grad_reduce: every REDUCE_GRAD of the step waits until the
+  // rank's program reaches its first OPT (or a WAIT_REDUCE_GRAD, or its end), as Megatron-LM
+  // reduces after the pipeline flush; the simulator does the same (sim/costs.h).
+  bool reduce_after_backward = false;
 };
 
 class Engine {

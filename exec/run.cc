@@ -349,6 +349,7 @@ EngineOptions EngineOptionsFor(const JobConfig& cfg, Backend& backend) {
   EngineOptions eo;
   eo.timeout_s = cfg.execution.timeout_s;
   eo.recv_window = cfg.execution.recv_window;
+  eo.reduce_after_backward = !cfg.training.overlap.grad_reduce;
   if (cfg.optimizer_sync) {
     eo.before_optimizer = [&backend](Clock::time_point deadline) {
       const double local = backend.GradNormSquared();

@@ -746,7 +746,6 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
   const TrainingConfig& t = jc.training;
   const int num_stages = static_cast<int>(jc.stages.size());
   jc.cpu_executor = true;
-  jc.reduce_after_backward = false;  // exec/engine.cc reduces a stage after its last gradient
   for (int s = 0; s < num_stages; ++s) {
     StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
     const int layers = split[static_cast<std::size_t>(s)];

@@ -138,8 +138,8 @@ struct JobCosts {
   // Without training.overlap.grad_reduce, every reduction waits for the rank's last gradient:
   // Megatron-LM before --overlap-grad-reduce (and DeepSpeed's pipeline engine) reduce after the
   // pipeline flush, so an interleaved rank's first chunks do not reduce beside its last ones'
-  // backward. Not on the cpu device: pipetwin's executor reduces each stage after its last
-  // gradient (sim/costs.h, CostTable::reduce_after_backward).
+  // backward; pipetwin's executor does the same (exec/engine.h; sim/costs.h,
+  // CostTable::reduce_after_backward).
   bool reduce_after_backward = false;
   long long straggler_ranks = 1;  // the ranks it is the maximum over
   std::int64_t hbm_bytes = 0;

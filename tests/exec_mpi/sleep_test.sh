@@ -38,6 +38,23 @@ else:
           f"every compute action sleeps at least its cost (worst {min(late):+.3f} ms)")
     late.sort()
     check(late[len(late) // 2] < 0.5, f"median oversleep {late[len(late) // 2]:.3f} ms < 0.5 ms")
+# Without overlap.grad_reduce a rank's reductions start after its last backward (its
+# program's REDUCE_GRADs are held until its first OPT), in the measured trace as predicted.
+if "REDUCE_GRAD" in json.dumps(t) and "grad_reduce: true" not in job:
+    last_grad, first_reduce = {}, {}
+    for ev in t["traceEvents"]:
+        if ev.get("ph") != "X": continue
+        kind = re.sub(r"^\d+|\d+$", "", ev["name"])
+        r = ev.get("pid")
+        if kind in ("B", "I", "W"):
+            last_grad[r] = max(last_grad.get(r, 0), ev["ts"] + ev["dur"])
+        elif kind == "REDUCE_GRAD":
+            first_reduce[r] = min(first_reduce.get(r, float("inf")), ev["ts"])
+    # Each measured step is traced on one time axis: compare within the last step only.
+    ok = bool(first_reduce) and all(first_reduce[r] >= last_grad.get(r, 0) - 1 for r in first_reduce)
+    check(ok, "reductions start after the rank's last backward: " + ", ".join(
+        "rank %s %.2f >= %.2f ms" % (r, first_reduce[r] / 1e3, last_grad.get(r, 0) / 1e3)
+        for r in sorted(first_reduce)))
 pi, mi = p["iteration_time_ms"], m["iteration_time_ms"]
 err = (pi - mi) / mi
 check(abs(err) <= tol, f"iteration: predicted {pi:.2f} ms, measured {mi:.2f} ms, error {100 * err:+.2f}% (tolerance {100 * tol:.0f}%)")

@@ -307,6 +307,33 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
                                             job.parallel.WorldSize());
   if (!cluster) return cluster.error();
   job.cluster = std::move(*cluster);
+  // parallel.dp left out where cluster.nodes is given and pp × tp × cp would leave whole
+  // nodes idle: the data parallelism that fills the cluster (as plan's `dp: auto`), or an
+  // error where pp × tp × cp does not divide it, rather than a job on a fraction of the nodes
+  // it names. A job within fewer GPUs than one node keeps dp 1 (`nodes: 1` for 4 of 8 GPUs).
+  const bool dp_given = root["parallel"] && root["parallel"]["dp"];
+  if (!plan && !dp_given && job.cluster.nodes_given) {
+    const long long gpus = static_cast<long long>(job.cluster.nodes) * job.cluster.gpus_per_node;
+    const long long model_parallel =
+        static_cast<long long>(job.parallel.pp) * job.parallel.tp * job.parallel.cp;
+    const long long nodes_used =
+        (model_parallel + job.cluster.gpus_per_node - 1) / job.cluster.gpus_per_node;
+    if (nodes_used < job.cluster.nodes) {
+      if (gpus % model_parallel != 0) {
+        return f.At(root["parallel"] ? root["parallel"] : root, "parallel.dp",
+                    "left out, and the cluster's " + std::to_string(gpus) +
+                        " GPUs are not a multiple of pp × tp × cp = " +
+                        std::to_string(model_parallel) + ": give parallel.dp");
+      }
+      if (gpus / model_parallel > 65536) {
+        return f.At(root["parallel"] ? root["parallel"] : root, "parallel.dp",
+                    "left out, and filling the cluster's " + std::to_string(gpus) +
+                        " GPUs would take dp " + std::to_string(gpus / model_parallel) +
+                        " (at most 65536)");
+      }
+      job.parallel.dp = static_cast<int>(gpus / model_parallel);
+    }
+  }
   // training.flash_attention left out: the device's default (on for H100/H200, off for A100
   // and the cpu executor; models/cluster.h, DeviceSpec::fused_attention_by_default).
   if (!(root["training"] && root["training"]["flash_attention"])) {

@@ -209,6 +209,38 @@ TEST(Job, TpCommOverlapImpliesSequenceParallelism) {
   EXPECT_FALSE(tp1->parallel.sp);
 }
 
+// parallel.dp left out with cluster.nodes given fills the cluster where pp x tp x cp would
+// leave whole nodes idle (1,024 GPUs at pp 8 x tp 8: dp 16), or is an error naming
+// parallel.dp where pp x tp x cp does not divide the GPUs; given, without nodes, or within
+// one node's GPUs (pp 4 on `nodes: 1` of 8), it is as written (1 by default).
+TEST(Job, DpLeftOutFillsTheNodesGiven) {
+  auto job = [](const std::string& parallel, const std::string& cluster) {
+    return ParseJobConfig("schedule: 1f1b\nparallel: {" + parallel +
+                              "}\nmodel: {preset: gpt3-175b}\n"
+                              "training: {global_batch: 1536, micro_batch: 1}\n"
+                              "cluster: {device: a100-sxm-80gb" +
+                              cluster + "}\n",
+                          "j.yaml");
+  };
+  auto filled = job("pp: 8, tp: 8", ", nodes: 128");
+  ASSERT_TRUE(filled.ok()) << filled.error().message;
+  EXPECT_EQ(filled->parallel.dp, 16);
+  auto given = job("pp: 8, tp: 8, dp: 4", ", nodes: 128");
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->parallel.dp, 4);
+  auto no_nodes = job("pp: 8, tp: 8", "");
+  ASSERT_TRUE(no_nodes.ok());
+  EXPECT_EQ(no_nodes->parallel.dp, 1);
+  auto partial = job("pp: 4", ", nodes: 1");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->parallel.dp, 1);
+  auto bad = job("pp: 3, tp: 8", ", nodes: 128");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().exit_status(), 2);
+  EXPECT_NE(bad.error().message.find("parallel.dp"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("j.yaml"), std::string::npos) << bad.error().message;
+}
+
 TEST(Job, GivenAndDerivedMicrobatchesMustAgree) {
   const std::string head = "schedule: 1f1b\nparallel: {pp: 4, dp: 4}\nmodel: {preset: tiny}\n";
   auto agree =

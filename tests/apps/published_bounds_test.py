@@ -23,18 +23,27 @@ import subprocess
 import sys
 
 
+ROW = re.compile(r"^\| `([^`]+)` \|.*\| ([+-][0-9.]+)% \| (?:fit|test) \| (yes|\*\*no\*\*) \|$",
+                 re.M)
+
+
+def suite(pipetwin, src, without=None):
+    """scripts/published.py's rows as (path, error in %, fits), with `without` keys stripped."""
+    cmd = [sys.executable, os.path.join(src, "scripts", "published.py"), pipetwin]
+    if without:
+        cmd += ["--without", without]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [(p, float(e), fits) for p, e, fits in ROW.findall(out)]
+
+
 def main(argv):
     pipetwin, src = argv[1], argv[2]
-    out = subprocess.run([sys.executable, os.path.join(src, "scripts", "published.py"), pipetwin],
-                         check=True, capture_output=True, text=True).stdout
-    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([+-][0-9.]+)% \| (?:fit|test) \| (yes|\*\*no\*\*) \|$",
-                      out, re.M)
+    rows = suite(pipetwin, src)
     if len(rows) < 40:
         print("FAIL: only %d rows in the suite's table" % len(rows))
         return 1
     bad = 0
-    for path, err, fits in rows:
-        e = float(err)
+    for path, e, fits in rows:
         if path.startswith("mosaicml2023/h100"):
             ok, want = abs(e) <= 40, "within 40% (a known miss)"
         elif path.startswith("megatron2024/"):
@@ -55,13 +64,9 @@ def main(argv):
     # --without: a key removed takes its default. Korthikanti et al.'s jobs state
     # tp_dgrad_reduce: true (default off), so each row loses the hidden reductions; Narayanan et
     # al.'s state false, the default, so they do not move.
-    out2 = subprocess.run([sys.executable, os.path.join(src, "scripts", "published.py"), pipetwin,
-                           "--without", "tp_dgrad_reduce"],
-                          check=True, capture_output=True, text=True).stdout
-    rows2 = dict((p, float(e)) for p, e, _ in re.findall(
-        r"^\| `([^`]+)` \|.*\| ([+-][0-9.]+)% \| (?:fit|test) \| (yes|\*\*no\*\*) \|$", out2, re.M))
-    for path, err, _ in rows:
-        e, e2 = float(err), rows2.get(path)
+    rows2 = dict((p, e) for p, e, _ in suite(pipetwin, src, "tp_dgrad_reduce"))
+    for path, e, _ in rows:
+        e2 = rows2.get(path)
         if path.startswith("korthikanti2022/") and not (e2 is not None and e2 < e - 0.5):
             print("FAIL --without tp_dgrad_reduce: %s %+.1f%% -> %s" % (path, e, e2))
             bad = 1
@@ -70,14 +75,10 @@ def main(argv):
             bad = 1
     # --without zero3_unit: a job that says only `zero: 3` is DeepSpeed's stage 3 (module
     # units, the default), so Table 2's ZeRO-3 rows, which state module, do not move.
-    out3 = subprocess.run([sys.executable, os.path.join(src, "scripts", "published.py"), pipetwin,
-                           "--without", "zero3_unit"],
-                          check=True, capture_output=True, text=True).stdout
-    rows3 = dict((p, float(e)) for p, e, _ in re.findall(
-        r"^\| `([^`]+)` \|.*\| ([+-][0-9.]+)% \| (?:fit|test) \| (yes|\*\*no\*\*) \|$", out3, re.M))
-    for path, err, _ in rows:
-        if "zero3" in path and rows3.get(path) != float(err):
-            print("FAIL --without zero3_unit: %s %s%% -> %s" % (path, err, rows3.get(path)))
+    rows3 = dict((p, e) for p, e, _ in suite(pipetwin, src, "zero3_unit"))
+    for path, e, _ in rows:
+        if "zero3" in path and rows3.get(path) != e:
+            print("FAIL --without zero3_unit: %s %+.1f%% -> %s" % (path, e, rows3.get(path)))
             bad = 1
     print("PASS" if not bad else "FAIL")
     return 1 if bad else 0

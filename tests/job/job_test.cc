@@ -222,18 +222,19 @@ TEST(Job, DpLeftOutFillsTheNodesGiven) {
                               cluster + "}\n",
                           "j.yaml");
   };
-  auto filled = job("pp: 8, tp: 8", ", nodes: 128");
-  ASSERT_TRUE(filled.ok()) << filled.error().message;
-  EXPECT_EQ(filled->parallel.dp, 16);
-  auto given = job("pp: 8, tp: 8, dp: 4", ", nodes: 128");
-  ASSERT_TRUE(given.ok());
-  EXPECT_EQ(given->parallel.dp, 4);
-  auto no_nodes = job("pp: 8, tp: 8", "");
-  ASSERT_TRUE(no_nodes.ok());
-  EXPECT_EQ(no_nodes->parallel.dp, 1);
-  auto partial = job("pp: 4", ", nodes: 1");
-  ASSERT_TRUE(partial.ok());
-  EXPECT_EQ(partial->parallel.dp, 1);
+  struct Case {
+    const char* parallel;
+    const char* cluster;
+    int dp;
+  };
+  for (const Case& c : {Case{"pp: 8, tp: 8", ", nodes: 128", 16},        // filled
+                        Case{"pp: 8, tp: 8, dp: 4", ", nodes: 128", 4},  // given
+                        Case{"pp: 8, tp: 8", "", 1},                     // no nodes
+                        Case{"pp: 4", ", nodes: 1", 1}}) {               // within one node
+    auto j = job(c.parallel, c.cluster);
+    ASSERT_TRUE(j.ok()) << c.parallel << c.cluster << ": " << j.error().message;
+    EXPECT_EQ(j->parallel.dp, c.dp) << c.parallel << c.cluster;
+  }
   auto bad = job("pp: 3, tp: 8", ", nodes: 128");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().exit_status(), 2);

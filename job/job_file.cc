@@ -334,6 +334,11 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
       job.parallel.dp = static_cast<int>(gpus / model_parallel);
     }
   }
+  // Megatron-Core's --overlap-param-gather needs its distributed optimizer (ZeRO-1): a job
+  // that turns overlap.param_gather on and leaves parallel.zero out had it.
+  if (job.training.overlap.param_gather && !(root["parallel"] && root["parallel"]["zero"])) {
+    job.parallel.zero = 1;
+  }
   // training.flash_attention left out: the device's default (on for H100/H200, off for A100
   // and the cpu executor; models/cluster.h, DeviceSpec::fused_attention_by_default).
   if (!(root["training"] && root["training"]["flash_attention"])) {

@@ -209,6 +209,30 @@ TEST(Job, TpCommOverlapImpliesSequenceParallelism) {
   EXPECT_FALSE(tp1->parallel.sp);
 }
 
+// overlap.param_gather implies ZeRO-1 when parallel.zero is left out (Megatron-Core's
+// --overlap-param-gather needs --use-distributed-optimizer); given, zero stays.
+TEST(Job, ParamGatherOverlapImpliesTheDistributedOptimizer) {
+  auto job = [](const std::string& parallel, const std::string& overlap) {
+    return ParseJobConfig("schedule: 1f1b\nparallel: {pp: 2, dp: 4" + parallel +
+                              "}\nmodel: {preset: tiny}\n"
+                              "training: {global_batch: 8, micro_batch: 1, overlap: {" +
+                              overlap + "}}\ncluster: {device: a100-sxm-80gb}\n",
+                          "j.yaml");
+  };
+  struct Case {
+    const char* parallel;
+    const char* overlap;
+    int zero;
+  };
+  for (const Case& c :
+       {Case{"", "param_gather: true", 1}, Case{", zero: 0", "param_gather: true", 0},
+        Case{", zero: 2", "param_gather: true", 2}, Case{"", "param_gather: false", 0}}) {
+    auto j = job(c.parallel, c.overlap);
+    ASSERT_TRUE(j.ok()) << c.parallel << c.overlap << ": " << j.error().message;
+    EXPECT_EQ(j->parallel.zero, c.zero) << c.parallel << c.overlap;
+  }
+}
+
 // parallel.dp left out with cluster.nodes given fills the cluster where pp x tp x cp would
 // leave whole nodes idle (1,024 GPUs at pp 8 x tp 8: dp 16), or is an error naming
 // parallel.dp where pp x tp x cp does not divide the GPUs; given, without nodes, or within

@@ -349,7 +349,7 @@ EngineOptions EngineOptionsFor(const JobConfig& cfg, Backend& backend) {
   EngineOptions eo;
   eo.timeout_s = cfg.execution.timeout_s;
   eo.recv_window = cfg.execution.recv_window;
-  eo.reduce_after_backward = !cfg.training.overlap.grad_reduce;
+  eo.reduce_after_backward = cfg.training.reduce_after_backward();
   if (cfg.optimizer_sync) {
     eo.before_optimizer = [&backend](Clock::time_point deadline) {
       const double local = backend.GradNormSquared();

@@ -296,11 +296,15 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   auto training = models::ParseTrainingConfig(root["training"] ? root["training"] : none, f);
   if (!training) return training.error();
   job.training = *training;
+  // Whether the file gives `section.key` (the defaults and implications below apply only to
+  // keys left out).
+  const auto given = [&root](const char* section, const char* key) {
+    return root[section] && root[section][key];
+  };
   // Megatron-Core runs TP communication overlap only with sequence parallelism (its
   // arguments refuse --tp-comm-overlap without --sequence-parallel): a job that turns the
   // overlap on at tp > 1 and leaves parallel.sp out had it.
-  if (job.training.overlap.tp_comm && job.parallel.tp > 1 &&
-      !(root["parallel"] && root["parallel"]["sp"])) {
+  if (job.training.overlap.tp_comm && job.parallel.tp > 1 && !given("parallel", "sp")) {
     job.parallel.sp = true;
   }
   auto cluster = models::ParseClusterConfig(root["cluster"] ? root["cluster"] : none, f,
@@ -311,8 +315,7 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   // nodes idle: the data parallelism that fills the cluster (as plan's `dp: auto`), or an
   // error where pp × tp × cp does not divide it, rather than a job on a fraction of the nodes
   // it names. A job within fewer GPUs than one node keeps dp 1 (`nodes: 1` for 4 of 8 GPUs).
-  const bool dp_given = root["parallel"] && root["parallel"]["dp"];
-  if (!plan && !dp_given && job.cluster.nodes_given) {
+  if (!plan && !given("parallel", "dp") && job.cluster.nodes_given) {
     const long long gpus = static_cast<long long>(job.cluster.nodes) * job.cluster.gpus_per_node;
     const long long model_parallel =
         static_cast<long long>(job.parallel.pp) * job.parallel.tp * job.parallel.cp;
@@ -336,17 +339,17 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   }
   // Megatron-Core's --overlap-param-gather needs its distributed optimizer (ZeRO-1): a job
   // that turns overlap.param_gather on and leaves parallel.zero out had it.
-  if (job.training.overlap.param_gather && !(root["parallel"] && root["parallel"]["zero"])) {
+  if (job.training.overlap.param_gather && !given("parallel", "zero")) {
     job.parallel.zero = 1;
   }
   // training.flash_attention left out: the device's default (on for H100/H200, off for A100
   // and the cpu executor; models/cluster.h, DeviceSpec::fused_attention_by_default).
-  if (!(root["training"] && root["training"]["flash_attention"])) {
+  if (!given("training", "flash_attention")) {
     job.training.flash_attention = job.cluster.device.fused_attention_by_default;
   }
 
   // Chunks per rank follow from the schedule.
-  const bool has_vpp = root["parallel"] && root["parallel"]["vpp"];
+  const bool has_vpp = given("parallel", "vpp");
   YAML::Node vpp_node;
   if (has_vpp) vpp_node = root["parallel"]["vpp"];
   if (job.schedule == "zbv" || job.schedule == "dualpipev") {

@@ -859,7 +859,7 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& in, int num_stages) {
   ApplyVariability(jc, in);
   ApplyZero3Passes(jc);
   jc.blocking_sends = in.training.pipeline_engine == PipelineEngine::kDeepSpeed;
-  jc.reduce_after_backward = !in.training.overlap.grad_reduce;
+  jc.reduce_after_backward = in.training.reduce_after_backward();
   if (jc.cluster.device.name == "cpu") ApplyCpuExecutor(jc, in.parallel, *split);
   return jc;
 }

@@ -103,6 +103,10 @@ struct TrainingConfig {
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
 
+  // Whether the DP gradient reductions wait for the rank's last backward (no
+  // overlap.grad_reduce: Megatron-LM's reduction after the pipeline flush), in the simulator
+  // (CostTable::reduce_after_backward) and the executor (exec::EngineOptions) alike.
+  bool reduce_after_backward() const { return !overlap.grad_reduce; }
   // overlap.tp_dgrad_reduce, resolved: as given, else off.
   bool tp_dgrad_overlap() const { return overlap.tp_dgrad_reduce.value_or(false); }
 

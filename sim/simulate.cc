@@ -55,7 +55,7 @@ SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const Simul
   // Whatever the costs' source (the model, `costs:`, a measured profile), the reductions
   // follow the job: after the rank's last gradient unless overlap.grad_reduce, as the
   // executor runs them (exec/engine.h).
-  costs.reduce_after_backward = !job.config.training.overlap.grad_reduce;
+  costs.reduce_after_backward = job.config.training.reduce_after_backward();
   // With parameter servers: every worker's pace under training.dp_sync (sim/dp_sync.h).
   std::optional<DpSyncReport> dp_sync = PredictDpSync(job, costs);
   if (const models::Stragglers& st = job.config.stragglers; st.any()) {

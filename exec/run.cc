@@ -250,6 +250,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "cpu only; --backend " +
                              opts.backend + " needs cp: 1 (simulate models cp on every device)");
   }
+  if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllGather) {
+    return cfg.source.At("parallel.cp_comm",
+                         "the CPU executor's context parallelism is ring attention (p2p); "
+                         "all_gather is simulated only: use cp_comm: p2p with `run`");
+  }
   if (par.cp > 1 && cfg.training.recompute != models::Recompute::kNone) {
     return cfg.source.At("training.recompute",
                          "activation recomputation with context parallelism (cp > 1) is not in "

@@ -25,7 +25,8 @@ std::vector<std::string> ScheduleNames() {
 }
 
 Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p) {
-  if (auto s = f.CheckKeys(n, "parallel", {"pp", "vpp", "dp", "tp", "sp", "cp", "zero"}); !s) {
+  if (auto s = f.CheckKeys(n, "parallel", {"pp", "vpp", "dp", "tp", "sp", "cp", "cp_comm", "zero"});
+      !s) {
     return s;
   }
   if (!n.IsDefined() || n.IsNull()) return OkStatus();
@@ -53,6 +54,12 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
                   "(got tp " +
                       std::to_string(p->tp) + ")");
     }
+  }
+  if (n["cp_comm"]) {
+    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather"});
+    if (!v) return v.error();
+    p->cp_comm =
+        *v == "all_gather" ? ParallelConfig::CpComm::kAllGather : ParallelConfig::CpComm::kP2P;
   }
   return OkStatus();
 }

@@ -79,6 +79,7 @@ struct Context {
   Sharding sh;
   Topology topo;
   GroupShape tp_group, cp_group, dp_group;  // dp_group: dp x cp (gradients reduce together)
+  bool cp_all_gather;                       // parallel.cp_comm: all_gather
   double e;                                 // element bytes
   double tokens;                            // per rank
   double act_bytes;                         // one full-width activation of the rank's tokens: e T h
@@ -194,14 +195,22 @@ LayerTimes DecoderLayer(const Context& c) {
       lt.tp_bytes = 4 * TpSent(c, Collective::kAllReduceRing, a);
     }
   }
-  // Ring attention: cp - 1 steps pass the local K and V on (backward: also dK and dV),
-  // overlapped with the attention blocks.
+  // Context parallelism. p2p (ring attention): cp - 1 steps pass the local K and V on
+  // (backward: also dK and dV), overlapped with the attention blocks. all_gather: K and V of
+  // the whole sequence gathered before the attention, in series; the backward gathers them
+  // again and reduce-scatters dK and dV after it. A rank sends the same 3 (cp - 1) blocks.
   double cp_f = 0, cp_b = 0;
   if (c.sh.cp > 1) {
     const double kv = c.e * c.tokens * 2 * c.m.kv_dim() / c.sh.tp;
     const double steps = c.sh.cp - 1;
-    cp_f = steps * CollectiveMs(Collective::kSendRecv, kv, c.cp_group, c.topo);
-    cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
+    if (c.cp_all_gather) {
+      const double whole = c.sh.cp * kv;  // the nccl-tests size: the gathered K and V
+      cp_f = CollectiveMs(Collective::kAllGather, whole, c.cp_group, c.topo);
+      cp_b = cp_f + CollectiveMs(Collective::kReduceScatter, whole, c.cp_group, c.topo);
+    } else {
+      cp_f = steps * CollectiveMs(Collective::kSendRecv, kv, c.cp_group, c.topo);
+      cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
+    }
     lt.cp_bytes = steps * 3 * kv;
   }
   // overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce): the reduction of the
@@ -234,8 +243,8 @@ LayerTimes DecoderLayer(const Context& c) {
     tp_f = f_exposed;
     tp_i = i_exposed;
   }
-  const double attn_f_total = std::max(attn_f, cp_f);
-  const double attn_b_total = std::max(attn_b, cp_b);
+  const double attn_f_total = c.cp_all_gather ? attn_f + cp_f : std::max(attn_f, cp_f);
+  const double attn_b_total = c.cp_all_gather ? attn_b + cp_b : std::max(attn_b, cp_b);
   lt.f_cp = attn_f_total - attn_f;
   lt.i_cp = attn_b_total - attn_b;
 
@@ -312,6 +321,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         "training.recompute: activation recomputation with context parallelism (cp > 1) is "
         "not in the CPU executor (cluster.device: cpu): use recompute: none, or cp: 1");
   }
+  if (in.cluster.device.name == "cpu" && par.cp > 1 &&
+      par.cp_comm == ParallelConfig::CpComm::kAllGather) {
+    return Error::BadInput(
+        "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
+        "all_gather is not in it (cluster.device: cpu): use cp_comm: p2p");
+  }
   if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);
 }
@@ -355,6 +370,7 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
             layout.WorstShape(Dim::kTp, gpn),
             layout.WorstShape(Dim::kCp, gpn),
             layout.WorstShape(Dim::kDp, Dim::kCp, gpn),
+            par.cp_comm == ParallelConfig::CpComm::kAllGather,
             0,
             0,
             0};
@@ -560,8 +576,9 @@ void StagePipelineTransfer(const Shared& j, StageCost& sc) {
 
 // Stage phase, memory inventory: the model state under ZeRO and the communication buffers
 // (receive buffers for the pipeline's activation and gradient, the all-gathered input under
-// sp, ZeRO's reduce-scatter bucket and ZeRO-3's gathered parameters: the layer computing and
-// training.zero3_prefetch layers ahead).
+// sp, context parallelism's K, V, dK and dV in flight or gathered, ZeRO's reduce-scatter
+// bucket and ZeRO-3's gathered parameters: the layer computing and training.zero3_prefetch
+// layers ahead).
 void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   const ParallelConfig& par = j.par;
   const TrainingConfig& t = j.c.t;
@@ -572,6 +589,10 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   const BytesPerParam bpp = StateBytesPerParam(t.precision, t.optimizer);
   double buffers = j.num_stages > 1 ? 2 * sc.p2p_bytes : 0;
   if (par.tp > 1 && par.sp) buffers += j.c.act_bytes;
+  if (par.cp > 1) {  // the backward's K/V and dK/dV: two blocks each on the ring, or all gathered
+    const double kv = j.c.e * j.c.tokens * 2 * j.c.m.kv_dim() / par.tp;
+    buffers += 2 * kv * (j.c.cp_all_gather ? par.cp : 2);
+  }
   if (j.n_dp > 1 && par.zero >= 1) {
     buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;
   }

@@ -17,6 +17,12 @@ struct ParallelConfig {
   int tp = 1;
   bool sp = false;
   int cp = 1;
+  // How attention exchanges K and V under cp > 1 (Megatron-Core's --cp-comm-type):
+  // kP2P, ring attention, each block's transfer beside the previous block's attention;
+  // kAllGather, K and V all-gathered before the attention and dK, dV reduce-scattered after
+  // it, in series (Llama 3's CP, TransformerEngine's all_gather).
+  enum class CpComm { kP2P, kAllGather };
+  CpComm cp_comm = CpComm::kP2P;
   int zero = 0;  // ZeRO stage 0..3
   int WorldSize() const { return pp * dp * tp * cp; }
 };

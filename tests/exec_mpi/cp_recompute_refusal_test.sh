@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # cp_recompute_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: activation recomputation with context
 # parallelism (cp > 1) is not in the CPU executor: `run` and `simulate` (cluster.device: cpu)
-# both exit 2 with a message naming training.recompute; cp 2 without recompute still
-# simulates.
+# both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather
+# (its CP is ring attention), naming parallel.cp_comm. cp 2 without either still simulates.
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() {  # check WHAT RC OUT
-  if [ "$2" -eq 2 ] && grep -qF -- "training.recompute" <<<"$3"; then
-    echo "ok   exit 2 naming 'training.recompute': $1"
+check() {  # check WHAT RC OUT [KEY]
+  local key=${4:-training.recompute}
+  if [ "$2" -eq 2 ] && grep -qF -- "$key" <<<"$3"; then
+    echo "ok   exit 2 naming '$key': $1"
   else
-    echo "FAIL exit $2, wanted 2 and 'training.recompute': $1"
+    echo "FAIL exit $2, wanted 2 and '$key': $1"
     echo "$3" | tail -3
     bad=1
   fi
@@ -26,6 +27,13 @@ for mode in full selective; do
   out=$("$bin" simulate "$job" 2>&1)
   check "simulate cp 2, recompute $mode" $? "$out"
 done
+job=$tmp/cp2-all-gather.yaml
+sed "s/^parallel: {/parallel: {cp_comm: all_gather, /" "$jobs/cp2.yaml" >"$job"
+grep -q "cp_comm: all_gather" "$job" || { echo "FAIL could not write $job"; exit 1; }
+out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
+check "run cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
+out=$("$bin" simulate "$job" 2>&1)
+check "simulate cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
 if out=$("$bin" simulate "$jobs/cp2.yaml" 2>&1); then
   echo "ok   simulate cp 2 without recompute"
 else

@@ -121,6 +121,8 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
               {"parallel.vpp", "two chunks per rank"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {tp: 1, sp: true}\n" + costs,
               {"parallel.sp", "needs tp"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 2, cp_comm: ring}\n" + costs,
+              {"parallel.cp_comm", "p2p, all_gather", "got 'ring'"});
   ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
   ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
               {"optimizer_sync", "true or false"});
@@ -427,6 +429,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
                            .cv = 0.03};
   c.execution.threads = 3;
+  c.parallel.cp_comm = ParallelConfig::CpComm::kAllGather;
   const std::string text = WriteJobConfig(c, "round trip");
   auto c2 = ParseJobConfig(text, path);
   ASSERT_TRUE(c2.ok()) << c2.error().message << "\n" << text;
@@ -435,6 +438,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.grad_reduce_dtype, models::GradReduceDtype::kBf16);
   EXPECT_EQ(c2->training.grad_bucket_mb, 12.5);
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
+  EXPECT_EQ(c2->parallel.cp_comm, ParallelConfig::CpComm::kAllGather);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
   EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);

@@ -264,6 +264,42 @@ TEST(CostsTest, ReductionsWaitForTheFlushUnlessOverlapped) {
   }
 }
 
+// parallel.cp_comm. p2p (ring attention) passes each K/V block beside the attention of the
+// previous one: on NVLink, short against the attention, nothing is exposed. all_gather (Llama
+// 3's CP) gathers K and V of the whole sequence before the attention, and in the backward
+// gathers them again and reduce-scatters dK and dV after it, all in series:
+// (cp − 1)/cp · S / B (+ (cp − 1) α) each, S = cp × the rank's K and V. A rank sends the same
+// 3 (cp − 1) blocks either way.
+TEST(CostsTest, CpAllGatherRunsInSeriesWithTheAttention) {
+  auto job = [](const std::string& comm) {
+    return "schedule: 1f1b\nparallel: {pp: 1, cp: 4, cp_comm: " + comm +
+           "}\nmodel: {preset: gpt3-1.3b, seq_len: 8192}\n"
+           "training: {global_batch: 2, micro_batch: 1, recompute: none, flash_attention: "
+           "true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> ring = Costs(job("p2p"), 1);
+  Expected<JobCosts> ag = Costs(job("all_gather"), 1);
+  ASSERT_TRUE(ring.ok()) << ring.error().message;
+  ASSERT_TRUE(ag.ok()) << ag.error().message;
+  const StageCost &r = ring->stages[0], &a = ag->stages[0];
+  const int cp = 4, layers = 24;
+  const double kv = 2.0 * (8192 / cp) * 2 * 2048;  // bf16 K and V of the rank's tokens
+  const Link& l = ag->cluster.intra;
+  const double one =
+      1e3 * ((cp - 1) * l.latency_s + (cp - 1.0) / cp * cp * kv / l.bandwidth_bytes_per_s);
+  EXPECT_NEAR(a.forward_cp_comm_ms, layers * one, 1e-9);
+  EXPECT_NEAR(a.backward_cp_comm_ms, layers * 2 * one, 1e-9);
+  // The ring hides most of its transfers: what it exposes is less than the gathers.
+  EXPECT_LT(r.forward_cp_comm_ms, 0.5 * a.forward_cp_comm_ms);
+  EXPECT_LT(r.backward_cp_comm_ms, 0.5 * a.backward_cp_comm_ms);
+  // The same compute beside it: the passes differ by the communication alone.
+  EXPECT_NEAR(a.forward_ms - r.forward_ms, layers * one - r.forward_cp_comm_ms, 1e-9);
+  EXPECT_NEAR(a.backward_input_ms - r.backward_input_ms, layers * 2 * one - r.backward_cp_comm_ms,
+              1e-9);
+  EXPECT_EQ(a.cp_bytes_per_microbatch, r.cp_bytes_per_microbatch);
+  EXPECT_NEAR(static_cast<double>(a.cp_bytes_per_microbatch), layers * 3 * (cp - 1) * kv, 1);
+}
+
 // training.grad_reduce_dtype: bf16 halves the bytes (and, without latency, the time).
 TEST(CostsTest, GradReduceDtypeBf16HalvesDpBytes) {
   Expected<JobCosts> fp32 = Costs(DpJob(", grad_reduce_dtype: fp32"), 1);

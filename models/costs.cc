@@ -706,6 +706,21 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       sc.dp_reduce_hidden_ms = 0;
       sc.dp_reduce_bytes *= j.microbatches;
     }
+    if (par.zero == 2) {
+      // ZeRO-2 keeps only its shard of the gradients (DeepSpeed's stage 2, FSDP's
+      // SHARD_GRAD_OP), so every microbatch's gradients are reduce-scattered after its
+      // backward, not once a step: bucket by bucket beside the weight gradients with
+      // overlap.grad_reduce, in one piece after them without (ApplyZero3Passes, with nothing
+      // to gather). Nothing is left for the end of the step.
+      sc.zero3 = {.applies = true,
+                  .units = buckets,
+                  .gather_ms = 0,
+                  .reduce_ms = one_bucket,
+                  .prefetch = ov.grad_reduce};
+      sc.dp_reduce_ms = 0;
+      sc.dp_reduce_hidden_ms = 0;
+      sc.dp_reduce_bytes *= j.microbatches;
+    }
   }
   if (c.m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
     const double emb = static_cast<double>(EmbeddingParamsPerRank(c.m, par.tp)) * bpp.grads;

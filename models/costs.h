@@ -94,9 +94,11 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
 
   // ZeRO-3 / FSDP per-unit collectives (parallel.zero 3, dp x cp > 1), per microbatch. Each of
   // `units` units is gathered before its F and again before its I, and reduce-scattered after
-  // its W. forward_ms, backward_input_ms and backward_weight_ms include the part of a pass's
-  // collectives that its compute does not hide (*_exposed_ms); the rest (*_hidden_ms) runs
-  // on the collective stream under the compute and is in no stage time.
+  // its W. ZeRO-2 uses the same passes with nothing to gather: `units` gradient buckets
+  // reduce-scattered after each microbatch's W. forward_ms, backward_input_ms and
+  // backward_weight_ms include the part of a pass's collectives that its compute does not hide
+  // (*_exposed_ms); the rest (*_hidden_ms) runs on the collective stream under the compute and is
+  // in no stage time.
   struct Zero3 {
     bool applies = false;
     double units = 0;      // collectives per pass

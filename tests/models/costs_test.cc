@@ -337,6 +337,34 @@ TEST(CostsTest, GradReduceOverlapHidesAllButTheLastBucket) {
               one->stages[0].dp_reduce_ms / std::ceil(static_cast<double>(s.params) / 40e6), 1e-9);
 }
 
+// ZeRO-2 holds only its shard of the gradients, so it reduce-scatters every microbatch's
+// gradients after that microbatch's backward (DeepSpeed's stage 2, FSDP's SHARD_GRAD_OP):
+// without overlap one reduce-scatter, (n − 1)/n · 4Ψ / B, in series after each W; with
+// overlap.grad_reduce in buckets beside W, only the last bucket past it. ZeRO-1 reduces once
+// a step. dp 8, 8 microbatches.
+TEST(CostsTest, Zero2ReduceScattersEveryMicrobatch) {
+  Expected<JobCosts> z1 = Costs(DpJob("", ", zero: 1"), 1);
+  Expected<JobCosts> z2 = Costs(DpJob("", ", zero: 2"), 1);
+  Expected<JobCosts> z2ov =
+      Costs(DpJob(", overlap: {grad_reduce: true}, grad_bucket_mb: 100", ", zero: 2"), 1);
+  ASSERT_TRUE(z1.ok() && z2.ok() && z2ov.ok()) << (z2.ok() ? "" : z2.error().message);
+  const StageCost &a = z1->stages[0], &b = z2->stages[0], &o = z2ov->stages[0];
+  const double bytes = 4.0 * static_cast<double>(b.params);
+  const double rs = 1e3 * 7 / 8 * bytes / z2->cluster.intra.bandwidth_bytes_per_s;
+  EXPECT_NEAR(a.dp_reduce_ms, rs, 1e-9);  // ZeRO-1: once, at the end of the step
+  EXPECT_EQ(b.dp_reduce_ms, 0);
+  EXPECT_NEAR(b.backward_weight_ms - a.backward_weight_ms, rs, 1e-9);
+  EXPECT_NEAR(b.dp_reduce_bytes, 8 * a.dp_reduce_bytes, 8);
+  EXPECT_EQ(b.forward_ms, a.forward_ms);
+  EXPECT_EQ(b.backward_input_ms, a.backward_input_ms);
+  // Buckets of 100 MB beside W: W is longer than the reduction, so one bucket is exposed.
+  const double n = std::ceil(bytes / 100e6);
+  EXPECT_GT(n, 1);
+  EXPECT_LT(rs, a.backward_weight_ms);
+  EXPECT_NEAR(o.backward_weight_ms - a.backward_weight_ms, rs / n, 1e-9);
+  EXPECT_EQ(o.dp_reduce_ms, 0);
+}
+
 // overlap.param_gather: ZeRO-1's parameter all-gather leaves the optimizer's critical path
 // but for the first bucket, when it is shorter than the next forward.
 TEST(CostsTest, ParamGatherOverlapHidesUnderTheForward) {

@@ -46,6 +46,15 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
     if (m.fits) {
       std::printf("memory: fits; the fullest rank (%d) peaks at %.1f GiB of %.1f GiB\n",
                   m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes));
+      // A GPU's own runtime takes memory the model does not count; the cpu executor's
+      // inventory is its whole footprint.
+      const std::int64_t left = m.device_memory_bytes - m.worst_peak_bytes;
+      if (j.device != "cpu" && left < m.device_memory_bytes / 20) {
+        std::printf(
+            "memory: only %.1f GiB left for what the model does not count (the CUDA context, "
+            "NCCL's buffers, the allocator's fragmentation: a few GiB on a real run)\n",
+            gib(left));
+      }
     } else {
       std::printf("memory: DOES NOT FIT; rank %d needs %.1f GiB of %.1f GiB (%.1f GiB short)\n",
                   m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes),

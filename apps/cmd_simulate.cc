@@ -29,6 +29,11 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
   const Report& r = res.report;
   std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job.path().c_str(),
               r.schedule.c_str(), r.pp, r.microbatches, job.schedule.NumActions());
+  if (job.config.schedule == "interleaved-1f1b" && job.config.parallel.vpp == 1 && r.pp > 1) {
+    std::printf(
+        "note: parallel.vpp is 1, so interleaved-1f1b runs one chunk per rank (1F1B); "
+        "vpp >= 2 interleaves\n");
+  }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
               100.0 * r.bubble_fraction);

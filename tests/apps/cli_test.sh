@@ -45,6 +45,9 @@ expect 2 "--idle-cells: only with --format compute_only" -- schedule "$src/examp
 
 # A failed run leaves an existing report untouched.
 echo keep > "$dir/r.json"
+# interleaved-1f1b without vpp is 1F1B, and says so.
+expect 0 "^note: parallel.vpp is 1, so interleaved-1f1b runs one chunk per rank" -- simulate \
+  "$(job novpp.yaml "schedule: interleaved-1f1b\nmicrobatches: 8\nparallel: {pp: 4}\ncosts: {forward_ms: 1}\n")"
 # A rank that fits within 5% of a GPU's memory is told what the model leaves out.
 tight=$(job tight.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b, seq_len: 2112}\ntraining: {global_batch: 5, micro_batch: 5, recompute: none}\ncluster: {device: a100-sxm-80gb, nodes: 1}\n")
 expect 0 "^memory: only 2.0 GiB left for what the model does not count" -- simulate "$tight"

@@ -250,6 +250,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "cpu only; --backend " +
                              opts.backend + " needs cp: 1 (simulate models cp on every device)");
   }
+  if (cfg.training.precision == models::Precision::kFp8) {
+    return cfg.source.At("training.precision",
+                         "fp8 is simulated only (the executor's GEMMs are bf16 or fp32): use "
+                         "bf16 with `run`");
+  }
   if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllGather) {
     return cfg.source.At("parallel.cp_comm",
                          "the CPU executor's context parallelism is ring attention (p2p); "

@@ -56,6 +56,7 @@ const std::vector<DeviceSpec>& Devices() {
     h100.name = "h100-sxm-80gb";
     h100.peak_bf16_flops = 989 * kTera;
     h100.peak_fp32_flops = 67 * kTera;
+    h100.peak_fp8_flops = 1979 * kTera;  // dense, H100 SXM datasheet
     h100.hbm_bytes = static_cast<std::int64_t>(81559 * kMiB);
     h100.hbm_bytes_per_s = 3350 * kGB;
     h100.nvlink_bytes_per_s = 450 * kGB;  // NVLink 4: 900 GB/s bidirectional

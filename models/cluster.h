@@ -41,6 +41,7 @@ struct DeviceSpec {
   std::string name;
   double peak_bf16_flops = 0;  // dense tensor-core bf16/fp16 FLOP/s
   double peak_fp32_flops = 0;  // non-tensor-core fp32 FLOP/s
+  double peak_fp8_flops = 0;   // dense tensor-core fp8 FLOP/s; 0: no FP8 tensor cores
   std::int64_t hbm_bytes = 0;
   double hbm_bytes_per_s = 0;
   // Network of the node this device sits in (per direction, per GPU).
@@ -68,7 +69,9 @@ struct DeviceSpec {
   bool fused_attention_by_default = false;
 
   double PeakFlops(Precision p) const {
-    return p == Precision::kFp32 ? peak_fp32_flops : peak_bf16_flops;
+    return p == Precision::kFp32  ? peak_fp32_flops
+           : p == Precision::kFp8 ? peak_fp8_flops
+                                  : peak_bf16_flops;
   }
 };
 

@@ -63,6 +63,10 @@ CrossEntropyBytes CrossEntropyBytesPerLogit(const TrainingConfig& t) {
 
 namespace {
 
+// What runs outside the decoder layers' GEMMs (attention, the output layer) computes in bf16
+// under fp8.
+Precision NonGemmPrecision(Precision p) { return p == Precision::kFp8 ? Precision::kBf16 : p; }
+
 // One decoder layer on one rank, one microbatch.
 struct LayerTimes {
   double f = 0, i = 0, w = 0;
@@ -158,6 +162,7 @@ TpOverlapMs UserbuffersOverlap(const Context& c, const std::vector<Gemm>& g, dou
 LayerTimes DecoderLayer(const Context& c) {
   LayerTimes lt;
   const Precision p = c.t.precision;
+  const Precision pa = NonGemmPrecision(c.t.precision);
   // qkv, proj, fc1, fc2 and their times.
   const std::vector<Gemm> gemms = DecoderLayerGemms(c.m, c.t.micro_batch, c.sh);
   std::vector<double> gemm_ms;
@@ -174,9 +179,22 @@ LayerTimes DecoderLayer(const Context& c) {
   const double executed =
       fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
                                : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
-  const double attn_f = AttentionMs(c.d, p, executed, mnk, false);
-  const double attn_b = AttentionMs(c.d, p, 2 * executed, mnk, true);
+  const double attn_f = AttentionMs(c.d, pa, executed, mnk, false);
+  const double attn_b = AttentionMs(c.d, pa, 2 * executed, mnk, true);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));
+  // fp8: each GEMM's input is quantized first, read in bf16, written in fp8 and again
+  // transposed for the weight gradient (TransformerEngine keeps both); in I each output
+  // gradient likewise. The weights' casts happen once a step (TE caches them).
+  double cast_f = 0, cast_i = 0;
+  if (c.t.precision == Precision::kFp8) {
+    double in = 0, out = 0;
+    for (const Gemm& g : gemms) {
+      in += g.m * g.k;
+      out += g.m * g.n;
+    }
+    cast_f = MemoryBoundMs(c.d, (c.e + 2) * in);
+    cast_i = MemoryBoundMs(c.d, (c.e + 2) * out);
+  }
 
   // Tensor (and sequence) parallel collectives: two per direction per layer.
   double tp_f = 0, tp_i = 0, tp_w = 0;
@@ -248,9 +266,9 @@ LayerTimes DecoderLayer(const Context& c) {
   lt.f_cp = attn_f_total - attn_f;
   lt.i_cp = attn_b_total - attn_b;
 
-  lt.f = gemm + attn_f_total + ew_f + tp_f;
+  lt.f = gemm + attn_f_total + ew_f + cast_f + tp_f;
   lt.f_tp = tp_f;
-  lt.i = gemm + attn_b_total + 2 * ew_f + tp_i;
+  lt.i = gemm + attn_b_total + 2 * ew_f + cast_i + tp_i;
   lt.i_tp = tp_i;
   switch (c.t.recompute) {
     case Recompute::kNone:
@@ -320,6 +338,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
     return Error::BadInput(
         "training.recompute: activation recomputation with context parallelism (cp > 1) is "
         "not in the CPU executor (cluster.device: cpu): use recompute: none, or cp: 1");
+  }
+  if (in.training.precision == Precision::kFp8 && in.cluster.device.peak_fp8_flops <= 0) {
+    return Error::BadInput(
+        "training.precision: fp8 needs FP8 tensor cores (h100-sxm-80gb, "
+        "h200-sxm-141gb); " +
+        in.cluster.device.name + " has none: use bf16");
   }
   if (in.cluster.device.name == "cpu" && par.cp > 1 &&
       par.cp_comm == ParallelConfig::CpComm::kAllGather) {
@@ -464,7 +488,9 @@ void AddOutputHead(const Shared& j, StageCost& sc, double& tp_bytes) {
   const Context& c = j.c;
   const ParallelConfig& par = j.par;
   const Gemm g = OutputGemm(c.m, c.t.micro_batch, c.sh);
-  const double gemm = GemmMs(c.d, c.t.precision, g.m, g.n, g.k);
+  // The output layer stays in bf16 under fp8 (TransformerEngine's recipes quantize the
+  // decoder layers' GEMMs only).
+  const double gemm = GemmMs(c.d, NonGemmPrecision(c.t.precision), g.m, g.n, g.k);
   const double v = g.n, h = c.m.hidden;
   const double norm = MemoryBoundMs(c.d, 2 * c.e * c.tokens * h / j.r);
   const CrossEntropyBytes ce = CrossEntropyBytesPerLogit(c.t);

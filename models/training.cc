@@ -14,6 +14,8 @@ std::string_view ToString(Precision v) {
       return "fp16";
     case Precision::kFp32:
       return "fp32";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "?";
 }
@@ -104,10 +106,11 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     t.micro_batch = static_cast<int>(*x);
   }
   if (const YAML::Node v = node["precision"]) {
-    Expected<std::string> x = f.Choice(v, "training.precision", {"bf16", "fp16", "fp32"});
+    Expected<std::string> x = f.Choice(v, "training.precision", {"bf16", "fp16", "fp32", "fp8"});
     if (!x) return x.error();
     t.precision = *x == "bf16"   ? Precision::kBf16
                   : *x == "fp16" ? Precision::kFp16
+                  : *x == "fp8"  ? Precision::kFp8
                                  : Precision::kFp32;
   }
   if (const YAML::Node v = node["optimizer"]) {

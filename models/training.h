@@ -20,7 +20,10 @@
 
 namespace pipetwin::models {
 
-enum class Precision { kBf16, kFp16, kFp32 };  // bf16/fp16: mixed precision with fp32 master
+// bf16/fp16: mixed precision with fp32 master weights. fp8: TransformerEngine's FP8 recipe on
+// top of bf16 mixed precision: the decoder layers' GEMMs (forward, input and weight gradients)
+// run on FP8 tensor cores, their inputs quantized first; everything else is bf16.
+enum class Precision { kBf16, kFp16, kFp32, kFp8 };
 enum class Optimizer { kAdam, kSgd, kSgdMomentum };
 enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
 enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction

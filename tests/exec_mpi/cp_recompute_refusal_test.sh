@@ -2,7 +2,8 @@
 # cp_recompute_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: activation recomputation with context
 # parallelism (cp > 1) is not in the CPU executor: `run` and `simulate` (cluster.device: cpu)
 # both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather
-# (its CP is ring attention), naming parallel.cp_comm. cp 2 without either still simulates.
+# (its CP is ring attention), naming parallel.cp_comm; `run` refuses training.precision: fp8
+# (simulated only), naming it. cp 2 without either still simulates.
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
@@ -34,6 +35,11 @@ out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
 check "run cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
 out=$("$bin" simulate "$job" 2>&1)
 check "simulate cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
+job=$tmp/fp8.yaml
+sed "s/^training: {/training: {precision: fp8, /" "$jobs/cp2.yaml" >"$job"
+grep -q "precision: fp8" "$job" || { echo "FAIL could not write $job"; exit 1; }
+out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
+check "run, precision fp8" $? "$out" training.precision
 if out=$("$bin" simulate "$jobs/cp2.yaml" 2>&1); then
   echo "ok   simulate cp 2 without recompute"
 else

@@ -430,6 +430,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
                            .cv = 0.03};
   c.execution.threads = 3;
   c.parallel.cp_comm = ParallelConfig::CpComm::kAllGather;
+  c.training.precision = models::Precision::kFp8;
   const std::string text = WriteJobConfig(c, "round trip");
   auto c2 = ParseJobConfig(text, path);
   ASSERT_TRUE(c2.ok()) << c2.error().message << "\n" << text;
@@ -439,6 +440,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.grad_bucket_mb, 12.5);
   EXPECT_EQ(c2->training.zero3_prefetch, 2);
   EXPECT_EQ(c2->parallel.cp_comm, ParallelConfig::CpComm::kAllGather);
+  EXPECT_EQ(c2->training.precision, models::Precision::kFp8);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
   EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);

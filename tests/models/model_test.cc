@@ -147,7 +147,7 @@ TEST(TrainingTest, ParsesAndRejects) {
   EXPECT_EQ(t->optimizer, Optimizer::kSgdMomentum);
   EXPECT_EQ(t->recompute, Recompute::kFull);
 
-  for (const char* bad : {"training: {precision: fp8}\n", "training: {optimizer: lamb}\n",
+  for (const char* bad : {"training: {precision: fp4}\n", "training: {optimizer: lamb}\n",
                           "training: {recompute: some}\n", "training: {batch: 3}\n"}) {
     const YAML::Node j = Job(std::string(kHead) + "model: {preset: tiny}\n" + bad);
     Expected<TrainingConfig> x = ParseTrainingConfig(j["training"], YamlFields{"job.yaml"});

@@ -359,6 +359,13 @@ double GemmEfficiency(const DeviceSpec& d, double m, double n, double k) {
 double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
   const double flops = 2 * m * n * k;
   if (flops <= 0) return 0;
+  if (p == Precision::kFp8) {
+    // The per-GEMM overhead t0 is a time: at the FP8 rate it stands for proportionally more
+    // FLOPs, so the half-efficiency size scales with the peak.
+    DeviceSpec f = d;
+    f.gemm_mnk_half *= d.peak_fp8_flops / d.peak_bf16_flops;
+    return 1e3 * flops / (d.PeakFlops(p) * GemmEfficiency(f, m, n, k));
+  }
   return 1e3 * flops / (d.PeakFlops(p) * GemmEfficiency(d, m, n, k));
 }
 

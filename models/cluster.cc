@@ -349,24 +349,30 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
   return c;
 }
 
-double GemmEfficiency(const DeviceSpec& d, double m, double n, double k) {
+namespace {
+
+double Efficiency(const DeviceSpec& d, double m, double n, double k, double mnk_half) {
   const double mnk = m * n * k;
   if (mnk <= 0) return d.gemm_efficiency;
   const double narrow = (k / (k + d.gemm_k_half)) * (n / (n + d.gemm_n_half));
-  return d.gemm_efficiency * narrow * mnk / (mnk + d.gemm_mnk_half);
+  return d.gemm_efficiency * narrow * mnk / (mnk + mnk_half);
+}
+
+}  // namespace
+
+double GemmEfficiency(const DeviceSpec& d, double m, double n, double k) {
+  return Efficiency(d, m, n, k, d.gemm_mnk_half);
 }
 
 double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
   const double flops = 2 * m * n * k;
   if (flops <= 0) return 0;
-  if (p == Precision::kFp8) {
-    // The per-GEMM overhead t0 is a time: at the FP8 rate it stands for proportionally more
-    // FLOPs, so the half-efficiency size scales with the peak.
-    DeviceSpec f = d;
-    f.gemm_mnk_half *= d.peak_fp8_flops / d.peak_bf16_flops;
-    return 1e3 * flops / (d.PeakFlops(p) * GemmEfficiency(f, m, n, k));
-  }
-  return 1e3 * flops / (d.PeakFlops(p) * GemmEfficiency(d, m, n, k));
+  // The per-GEMM overhead t0 is a time: at the FP8 rate it stands for proportionally more
+  // FLOPs, so the half-efficiency size scales with the peak.
+  const double mnk_half = p == Precision::kFp8
+                              ? d.gemm_mnk_half * d.peak_fp8_flops / d.peak_bf16_flops
+                              : d.gemm_mnk_half;
+  return 1e3 * flops / (d.PeakFlops(p) * Efficiency(d, m, n, k, mnk_half));
 }
 
 double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward) {

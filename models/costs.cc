@@ -89,6 +89,9 @@ struct Context {
   double act_bytes;                         // one full-width activation of the rank's tokens: e T h
 };
 
+// The K and V of the rank's tokens and heads: what context parallelism passes or gathers.
+double CpKvBytes(const Context& c) { return c.e * c.tokens * 2 * c.m.kv_dim() / c.sh.tp; }
+
 double Tp(const Context& c, Collective k, double bytes) {
   return CollectiveMs(k, bytes, c.tp_group, c.topo);
 }
@@ -219,7 +222,7 @@ LayerTimes DecoderLayer(const Context& c) {
   // again and reduce-scatters dK and dV after it. A rank sends the same 3 (cp - 1) blocks.
   double cp_f = 0, cp_b = 0;
   if (c.sh.cp > 1) {
-    const double kv = c.e * c.tokens * 2 * c.m.kv_dim() / c.sh.tp;
+    const double kv = CpKvBytes(c);
     const double steps = c.sh.cp - 1;
     if (c.cp_all_gather) {
       const double whole = c.sh.cp * kv;  // the nccl-tests size: the gathered K and V
@@ -616,7 +619,7 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   double buffers = j.num_stages > 1 ? 2 * sc.p2p_bytes : 0;
   if (par.tp > 1 && par.sp) buffers += j.c.act_bytes;
   if (par.cp > 1) {  // the backward's K/V and dK/dV: two blocks each on the ring, or all gathered
-    const double kv = j.c.e * j.c.tokens * 2 * j.c.m.kv_dim() / par.tp;
+    const double kv = CpKvBytes(j.c);
     buffers += 2 * kv * (j.c.cp_all_gather ? par.cp : 2);
   }
   if (j.n_dp > 1 && par.zero >= 1) {

@@ -730,22 +730,21 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
               std::llround(BytesSentPerRank(Collective::kReduceScatter, grad_full, n_dp))};
       sc.zero3_gather_bytes_per_microbatch =
           std::llround(2 * BytesSentPerRank(Collective::kAllGather, param_full, n_dp));
-      // The reduction is in W, per microbatch: nothing is left for the end of the step.
-      sc.dp_reduce_ms = 0;
-      sc.dp_reduce_hidden_ms = 0;
-      sc.dp_reduce_bytes *= j.microbatches;
     }
     if (par.zero == 2) {
       // ZeRO-2 keeps only its shard of the gradients (DeepSpeed's stage 2, FSDP's
       // SHARD_GRAD_OP), so every microbatch's gradients are reduce-scattered after its
       // backward, not once a step: bucket by bucket beside the weight gradients with
       // overlap.grad_reduce, in one piece after them without (ApplyZero3Passes, with nothing
-      // to gather). Nothing is left for the end of the step.
+      // to gather).
       sc.zero3 = {.applies = true,
                   .units = buckets,
                   .gather_ms = 0,
                   .reduce_ms = one_bucket,
                   .prefetch = ov.grad_reduce};
+    }
+    if (par.zero >= 2) {
+      // ZeRO-2 and 3 reduce in W, per microbatch: nothing is left for the end of the step.
       sc.dp_reduce_ms = 0;
       sc.dp_reduce_hidden_ms = 0;
       sc.dp_reduce_bytes *= j.microbatches;

@@ -144,6 +144,12 @@ void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
     KeyNum(e, "cv", c.variability.cv);
     e << YAML::EndMap;
   }
+  if (c.fabric.block_nodes > 0 || c.fabric.oversubscription != 1) {
+    e << YAML::Key << "fabric" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (c.fabric.block_nodes > 0) Key(e, "block_nodes", c.fabric.block_nodes);
+    KeyNum(e, "oversubscription", c.fabric.oversubscription);
+    e << YAML::EndMap;
+  }
   if (d.gemm_efficiency != base.gemm_efficiency ||
       d.attn_fwd_efficiency != base.attn_fwd_efficiency ||
       d.attn_bwd_efficiency != base.attn_bwd_efficiency ||

@@ -164,6 +164,25 @@ Status ParseLink(const YAML::Node& node, const YamlFields& f, const std::string&
   return OkStatus();
 }
 
+// `cluster.fabric`: blocks of nodes with full bisection and the oversubscription above them.
+Status ParseFabric(const YAML::Node& node, const YamlFields& f, Fabric* fabric) {
+  if (!node) return OkStatus();
+  if (Status s = f.CheckKeys(node, "cluster.fabric", {"block_nodes", "oversubscription"}); !s) {
+    return s;
+  }
+  if (const YAML::Node v = node["block_nodes"]) {
+    Expected<long long> x = f.Int(v, "cluster.fabric.block_nodes", 1, 1 << 20);
+    if (!x) return x.error();
+    fabric->block_nodes = static_cast<int>(*x);
+  }
+  if (const YAML::Node v = node["oversubscription"]) {
+    Expected<double> x = f.Number(v, "cluster.fabric.oversubscription", 1, 1024);
+    if (!x) return x.error();
+    fabric->oversubscription = *x;
+  }
+  return OkStatus();
+}
+
 // `cluster.compute`: the efficiency model's constants, for calibrating against measured runs.
 // A new gemm_efficiency keeps the per-kernel overhead t0 (mnk_half is proportional to e).
 Status ParseCompute(const YAML::Node& node, const YamlFields& f, DeviceSpec* d) {
@@ -263,10 +282,10 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
   c.device = *FindDevice("a100-sxm-80gb");
   bool nodes_given = false;
   if (node && !node.IsNull()) {
-    if (Status s = f.CheckKeys(
-            node, "cluster",
-            {"device", "gpus_per_node", "nodes", "intra_node", "inter_node", "rank_order",
-             "dp_reduction", "parameter_servers", "compute", "variability", "nics_per_node"});
+    if (Status s = f.CheckKeys(node, "cluster",
+                               {"device", "gpus_per_node", "nodes", "intra_node", "inter_node",
+                                "rank_order", "dp_reduction", "parameter_servers", "compute",
+                                "variability", "nics_per_node", "fabric"});
         !s) {
       return s.error();
     }
@@ -326,6 +345,7 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
       return s.error();
     }
     if (Status s = ParseCompute(node["compute"], f, &c.device); !s) return s.error();
+    if (Status s = ParseFabric(node["fabric"], f, &c.fabric); !s) return s.error();
     if (Status s = ParseVariability(node["variability"], f, "cluster.variability", &c.variability);
         !s) {
       return s.error();

@@ -100,6 +100,17 @@ Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::
 // numerically (Simpson's rule on [-12, 12], step 1e-3). 1 without variability or for n <= 1.
 double ExpectedMaxFactor(const Variability& v, long long n);
 
+// The network above the nodes (`fabric: {block_nodes, oversubscription}`): blocks of
+// block_nodes nodes whose NICs have full bisection among themselves (a leaf switch, a
+// scalable unit, a pod), joined by uplinks with 1/oversubscription of the block's NIC
+// bandwidth. block_nodes 0 or oversubscription 1: non-blocking throughout (DGX SuperPOD).
+// Where the NICs attach (rail-optimised or one switch per rack) only moves the blocks'
+// size: NCCL keeps rings and trees on rails and sends across rails through NVLink (PXN).
+struct Fabric {
+  int block_nodes = 0;
+  double oversubscription = 1;
+};
+
 struct ClusterConfig {
   DeviceSpec device;
   int gpus_per_node = 8;
@@ -122,6 +133,7 @@ struct ClusterConfig {
   DpReduction dp_reduction = DpReduction::kAuto;
   int parameter_servers = 1;
   Variability variability;
+  Fabric fabric;
   int world_size() const { return gpus_per_node * nodes; }
 };
 
@@ -131,7 +143,8 @@ struct ClusterConfig {
 // attention_forward_efficiency, attention_backward_efficiency, hbm_efficiency}: the
 // efficiency model's constants, each in (0, 1]), variability ({distribution: normal |
 // lognormal, cv: in [0, 0.25] for normal (so that a negative time stays out of reach,
-// 4 sigma), [0, 1] for lognormal}). `nodes` defaults to ceil(world_size /
+// 4 sigma), [0, 1] for lognormal}), fabric ({block_nodes: >= 1, oversubscription: in
+// [1, 1024]}). `nodes` defaults to ceil(world_size /
 // gpus_per_node) and must hold them.
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& fields,
                                            int world_size);

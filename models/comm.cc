@@ -62,9 +62,23 @@ double ParameterServerMs(double bytes, int n, int servers, const Link& link) {
   return Ms(2 * link.latency_s + 2 * fan_in * bytes / link.bandwidth_bytes_per_s);
 }
 
+double FabricShare(const GroupShape& g, const Topology& topo) {
+  if (!g.spans_nodes() || topo.block_nodes <= 0 || topo.oversubscription <= 1) return 1;
+  const double n = g.nodes;
+  const double span = std::max(g.node_span, g.nodes);
+  const double block = topo.block_nodes;
+  // The ring's n hops: n - 1 of (span - 1) / (n - 1) nodes and the one back, each leaving its
+  // block with the chance its length gives it over the blocks' alignment.
+  const double hop = (span - 1) / (n - 1);
+  const double leaving =
+      ((n - 1) * std::min(1.0, hop / block) + std::min(1.0, (span - 1) / block)) / n;
+  return std::min(1.0, 1 / (topo.oversubscription * leaving));
+}
+
 Link GroupLink(const GroupShape& g, const Topology& topo) {
   if (!g.spans_nodes()) return topo.intra;
-  const double nics = std::max(1, g.ranks_per_node) * topo.inter.bandwidth_bytes_per_s;
+  const double nics =
+      std::max(1, g.ranks_per_node) * topo.inter.bandwidth_bytes_per_s * FabricShare(g, topo);
   return {std::min(topo.intra.bandwidth_bytes_per_s, nics), topo.inter.latency_s};
 }
 

@@ -17,6 +17,7 @@
 // (k ranks of the group on a node drive k NICs in parallel, as NCCL's rings do) with the
 // inter-node latency; a group inside one node runs on NVLink. Topology::inter is one GPU's
 // share of its node's NICs (cluster.nics_per_node / gpus_per_node of one NIC when fewer).
+// Above its cluster.fabric block an oversubscribed fabric gives the group FabricShare of that.
 // A tree all-reduce over nodes is hierarchical, as NCCL's: a chain through a node's k ranks
 // over NVLink and a tree between the nodes, 2((k-1) a_intra + ceil(log2 nodes) a_inter)
 // of latency.
@@ -47,7 +48,23 @@ std::string_view ToString(Collective c);
 struct Topology {
   Link intra;  // NVLink
   Link inter;  // one NIC per GPU
+  // cluster.fabric: nodes under one non-blocking block (0: the whole fabric is one) and the
+  // ratio of the block's NIC bandwidth to its uplinks' (1: non-blocking).
+  int block_nodes = 0;
+  double oversubscription = 1;
 };
+
+// The share of its NICs' bandwidth that a group spanning nodes keeps on an oversubscribed
+// cluster.fabric: min(1, 1 / (oversubscription x f)), f the fraction of its ring's hops that
+// leave their block. NCCL orders a ring by node, so the group's n nodes over a span of s
+// nodes make n - 1 hops of (s - 1) / (n - 1) nodes and one of s - 1 back; a hop of length h
+// leaves a block of b nodes with chance min(1, h / b) over the blocks' alignment. Every group
+// of the kind communicates at once, so a block's uplinks carry f of its NICs' traffic. 1
+// inside a node, on a non-blocking fabric, or where f x oversubscription <= 1.
+//   FabricShare({.size = 128, .nodes = 128, .ranks_per_node = 1, .node_span = 2048},
+//               {.block_nodes = 384, .oversubscription = 7})   // f = 0.049: 1
+//   the same group strided across 5 pods with 16 nodes, span 1921:     f = 0.375: 0.38
+double FabricShare(const GroupShape& g, const Topology& topo);
 
 // Single-link costs (milliseconds).
 double RingAllReduceMs(double bytes, int n, const Link& link);

@@ -393,7 +393,8 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
             jc.training,
             jc.cluster.device,
             Sharding{par.tp, par.sp, par.cp},
-            Topology{jc.cluster.intra, jc.cluster.inter},
+            Topology{jc.cluster.intra, jc.cluster.inter, jc.cluster.fabric.block_nodes,
+                     jc.cluster.fabric.oversubscription},
             layout.WorstShape(Dim::kTp, gpn),
             layout.WorstShape(Dim::kCp, gpn),
             layout.WorstShape(Dim::kDp, Dim::kCp, gpn),
@@ -408,11 +409,16 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
 }
 
 // Phase 4: the pipeline link (inter-node if any pair of PP neighbours sits on different
-// nodes) and the all-rank synchronisation before the optimizer step.
+// nodes; its share of an oversubscribed fabric as a ring over the pipeline's nodes, since
+// every stage sends at once) and the all-rank synchronisation before the optimizer step.
 Link PipelineLink(JobCosts& jc, const RankLayout& layout, const Topology& topo) {
   const int gpn = jc.cluster.gpus_per_node;
   const bool pp_spans = layout.NeighboursSpanNodes(Dim::kPp, gpn);
-  const Link pp_link = pp_spans ? jc.cluster.inter : jc.cluster.intra;
+  Link pp_link = jc.cluster.intra;
+  if (pp_spans) {
+    pp_link = jc.cluster.inter;
+    pp_link.bandwidth_bytes_per_s *= FabricShare(layout.WorstShape(Dim::kPp, gpn), topo);
+  }
   jc.p2p_latency_ms = 1e3 * pp_link.latency_s;
   jc.p2p_bandwidth_bytes_per_ms = pp_link.bandwidth_bytes_per_s * 1e-3;
   const GroupShape world{jc.world_size, jc.cluster.nodes, std::min(gpn, jc.world_size)};

@@ -150,6 +150,7 @@ GroupShape ShapeOfNodes(std::vector<int>& nodes) {
     g.ranks_per_node = std::min(g.ranks_per_node, static_cast<int>(j - i));
     i = j;
   }
+  if (!nodes.empty()) g.node_span = nodes.back() - nodes.front() + 1;
   return g;
 }
 
@@ -217,6 +218,7 @@ GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
     const GroupShape g = ShapeOfNodes(nodes);
     worst.nodes = std::max(worst.nodes, g.nodes);
     worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
+    worst.node_span = std::max(worst.node_span, g.node_span);
   }
   return worst;
 }

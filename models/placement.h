@@ -44,6 +44,7 @@ struct GroupShape {
   int size = 1;
   int nodes = 1;           // distinct nodes its ranks occupy
   int ranks_per_node = 1;  // fewest of its ranks on any one of those nodes
+  int node_span = 1;       // last node - first node + 1 (cluster.fabric's blocks it crosses)
   bool spans_nodes() const { return nodes > 1; }
 };
 

@@ -123,6 +123,13 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
               {"parallel.sp", "needs tp"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 2, cp_comm: ring}\n" + costs,
               {"parallel.cp_comm", "p2p, all_gather", "got 'ring'"});
+  const std::string model = "model: {preset: tiny}\n";
+  ExpectError(
+      "schedule: 1f1b\nmicrobatches: 8\n" + model + "cluster: {fabric: {oversubscription: 0.5}}\n",
+      {"cluster.fabric.oversubscription", "[1, 1024]", "got '0.5'"});
+  ExpectError(
+      "schedule: 1f1b\nmicrobatches: 8\n" + model + "cluster: {fabric: {rail_optimized: true}}\n",
+      {"cluster.fabric", "unknown key 'rail_optimized'", "block_nodes, oversubscription"});
   ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
   ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
               {"optimizer_sync", "true or false"});
@@ -425,6 +432,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
   c.training.cross_entropy = models::CrossEntropy::kFused;
   c.cluster.nics_per_node = 4;
+  c.cluster.fabric = {.block_nodes = 384, .oversubscription = 7};
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
   c.cluster.variability = {.distribution = models::Variability::Distribution::kLognormal,
                            .cv = 0.03};
@@ -446,6 +454,8 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);
   EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
+  EXPECT_EQ(c2->cluster.fabric.block_nodes, 384);
+  EXPECT_EQ(c2->cluster.fabric.oversubscription, 7);
   // A value outside the choice names the key and what is allowed.
   const std::string wrong = "training: {zero3_nics: rail}";
   auto w = ParseJobConfig(

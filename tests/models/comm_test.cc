@@ -107,6 +107,40 @@ TEST(CommTest, TreeOverNodesIsHierarchical) {
               1e3 * (2 * 9 * 5e-6 + 2 * 1e6 / 22.5e9), 1e-12);
 }
 
+// cluster.fabric: a block's uplinks carry the fraction f of its NICs' traffic that leaves it,
+// so a group keeps min(1, 1 / (oversubscription x f)) of its NICs. Hand-worked on Llama 3's
+// cluster (pods of 384 nodes, 1:7 above them; Llama Team 2024, Sec. 3.3.1) with t 8, p 16,
+// dp 128 on 2,048 nodes.
+TEST(CommTest, OversubscribedFabricChargesTheRingHopsThatLeaveABlock) {
+  const Topology flat{{240e9, 2e-6}, {50e9, 5e-6}};
+  Topology pods = flat;
+  pods.block_nodes = 384;
+  pods.oversubscription = 7;
+  // The DP group in Meta's order (tp-cp-pp-dp): 128 nodes 16 apart. 127 hops of 16 nodes
+  // leave a pod with chance 16 / 384, the one back always: f = 6.29 / 128, 7f < 1.
+  const GroupShape dp{128, 128, 1, 2033};
+  EXPECT_DOUBLE_EQ(FabricShare(dp, pods), 1);
+  // The pipeline in Megatron's order (tp-cp-dp-pp): 16 nodes 128 apart: 15 hops leave with
+  // chance 1/3 and the one back always, f = 6 / 16: 1 / (7 x 0.375) of the NIC.
+  const GroupShape pp{16, 16, 1, 1921};
+  EXPECT_NEAR(FabricShare(pp, pods), 1 / (7 * 0.375), 1e-12);
+  EXPECT_NEAR(GroupLink(pp, pods).bandwidth_bytes_per_s, 50e9 / (7 * 0.375), 1e-3);
+  EXPECT_NEAR(CollectiveMs(Collective::kSendRecv, 1e8, pp, pods),
+              1e3 * (5e-6 + 1e8 * 7 * 0.375 / 50e9), 1e-12);
+  // Every hop leaves (4 nodes 64 apart, blocks of 32): 1 / oversubscription, k NICs each.
+  pods.block_nodes = 32;
+  pods.oversubscription = 2;
+  const GroupShape strided{16, 4, 4, 193};
+  EXPECT_DOUBLE_EQ(FabricShare(strided, pods), 0.5);
+  EXPECT_DOUBLE_EQ(GroupLink(strided, pods).bandwidth_bytes_per_s, 4 * 50e9 / 2);
+  // Non-blocking, inside a node, or without a span: unchanged.
+  EXPECT_DOUBLE_EQ(FabricShare(strided, flat), 1);
+  EXPECT_DOUBLE_EQ(FabricShare({8, 1, 8, 1}, pods), 1);
+  EXPECT_DOUBLE_EQ(GroupLink({8, 1, 8, 1}, pods).bandwidth_bytes_per_s, 240e9);
+  // A shape without its span counts its nodes as contiguous: 2 neighbours, f = 1/32.
+  EXPECT_DOUBLE_EQ(FabricShare({2, 2, 1}, pods), 1);
+}
+
 TEST(CommTest, ParameterServer) {
   const Link link{kB, kA};
   const double S = 1e9;
@@ -115,6 +149,25 @@ TEST(CommTest, ParameterServer) {
   // As many servers as workers: each worker's own link is the bottleneck.
   EXPECT_DOUBLE_EQ(ParameterServerMs(S, 8, 8, link), 1e3 * (2 * kA + 2 * S / kB));
   EXPECT_GT(ParameterServerMs(S, 8, 1, link), RingAllReduceMs(S, 8, link));
+}
+
+// The span a fabric sees: Llama 3 405B's layout (t 8, p 16, dp 128) in Megatron's order puts
+// a pipeline's 16 nodes 128 apart; in Meta's (tp-cp-pp-dp) they are consecutive and the DP
+// group's 128 nodes are 16 apart.
+TEST(PlacementTest, WorstShapeGivesTheNodeSpan) {
+  ParallelConfig p;
+  p.pp = 16;
+  p.dp = 128;
+  p.tp = 8;
+  const RankLayout megatron(p);
+  EXPECT_EQ(megatron.WorstShape(Dim::kPp, 8).nodes, 16);
+  EXPECT_EQ(megatron.WorstShape(Dim::kPp, 8).node_span, 1921);
+  EXPECT_EQ(megatron.WorstShape(Dim::kDp, 8).node_span, 128);
+  const RankLayout meta(p, {Dim::kTp, Dim::kCp, Dim::kPp, Dim::kDp});
+  EXPECT_EQ(meta.WorstShape(Dim::kPp, 8).node_span, 16);
+  EXPECT_EQ(meta.WorstShape(Dim::kDp, 8).nodes, 128);
+  EXPECT_EQ(meta.WorstShape(Dim::kDp, 8).node_span, 2033);
+  EXPECT_EQ(meta.WorstShape(Dim::kTp, 8).node_span, 1);
 }
 
 TEST(PlacementTest, MegatronOrderRoundTrip) {

@@ -733,6 +733,35 @@ TEST(CostsTest, NicsPerNodeShareTheNodeBandwidth) {
   EXPECT_NEAR(rail->stages[0].dp_reduce_ms, 1e3 * rail_bytes / nic, 1e-9);
 }
 
+// cluster.fabric on Llama 3's cluster (pods of 384 nodes, 1:7 above them): in Megatron's
+// order a pipeline's 16 nodes sit 128 apart across the pods and its sends get 1 / (7 x 6/16)
+// of a NIC (CommTest.OversubscribedFabricChargesTheRingHopsThatLeaveABlock); in Meta's order
+// (tp-cp-pp-dp, Sec. 3.3.2) they are neighbours in one pod and the DP ring, 16 nodes a hop,
+// keeps its NICs: both as on a non-blocking fabric.
+TEST(CostsTest, OversubscribedFabricSlowsOnlyTheGroupsThatLeaveTheirPod) {
+  auto job = [](const std::string& extra) {
+    return "schedule: 1f1b\nparallel: {pp: 16, tp: 8, dp: 128}\nmodel: {preset: gpt3-1.3b, "
+           "layers: 32}\ntraining: {micro_batch: 1, global_batch: 2048}\n"
+           "cluster: {device: h100-sxm-80gb, dp_reduction: ring" +
+           extra + "}\n";
+  };
+  const std::string pods = ", fabric: {block_nodes: 384, oversubscription: 7}";
+  const std::string meta = ", rank_order: tp-cp-pp-dp";
+  Expected<JobCosts> flat = CostsOnly(job(""), 16);
+  Expected<JobCosts> megatron = CostsOnly(job(pods), 16);
+  Expected<JobCosts> ordered = CostsOnly(job(pods + meta), 16);
+  Expected<JobCosts> ordered_flat = CostsOnly(job(meta), 16);
+  ASSERT_TRUE(flat.ok() && megatron.ok() && ordered.ok() && ordered_flat.ok())
+      << (megatron.ok() ? "" : megatron.error().message);
+  EXPECT_NEAR(megatron->p2p_bandwidth_bytes_per_ms, flat->p2p_bandwidth_bytes_per_ms / (7 * 0.375),
+              1e-6);
+  EXPECT_GT(megatron->stages[1].p2p_ms, flat->stages[1].p2p_ms);
+  EXPECT_EQ(megatron->stages[1].dp_reduce_ms, flat->stages[1].dp_reduce_ms);
+  EXPECT_EQ(ordered->p2p_bandwidth_bytes_per_ms, flat->p2p_bandwidth_bytes_per_ms);
+  EXPECT_EQ(ordered->stages[1].p2p_ms, flat->stages[1].p2p_ms);
+  EXPECT_EQ(ordered->stages[1].dp_reduce_ms, ordered_flat->stages[1].dp_reduce_ms);
+}
+
 // ZeRO-3: per-layer gathers before F and I; prefetched one layer ahead they hide under the
 // compute but for the first; on demand (zero3_prefetch: 0) they are in series. The memory
 // holds the layer computing and the prefetched ones. FSDP's units (zero3_unit: layer).

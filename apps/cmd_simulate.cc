@@ -8,6 +8,7 @@
 #include "apps/commands.h"
 #include "job/job.h"
 #include "models/cluster.h"
+#include "models/comm.h"
 #include "models/model.h"
 #include "schedule/build.h"
 #include "schedule/csv.h"
@@ -64,6 +65,18 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
       std::printf("memory: DOES NOT FIT; rank %d needs %.1f GiB of %.1f GiB (%.1f GiB short)\n",
                   m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes),
                   gib(m.shortfall_bytes));
+    }
+  }
+  if (job.model_costs && job.model_costs->cluster.device.name != "cpu") {
+    const models::ClusterConfig& c = job.model_costs->cluster;
+    const models::Topology topo{c.intra, c.inter, c.fabric.block_nodes, c.fabric.oversubscription};
+    const models::RankLayout layout(job.parallel(), c.rank_order);
+    for (const auto& [group, share] : models::ThrottledGroups(layout, c.gpus_per_node, topo)) {
+      std::printf(
+          "fabric: the %s groups keep %.2f of their NICs' bandwidth above the %d-node blocks "
+          "(1:%g); cluster.rank_order (now %s) decides which groups leave a block\n",
+          group.c_str(), share, c.fabric.block_nodes, c.fabric.oversubscription,
+          models::ToString(c.rank_order).c_str());
     }
   }
   std::printf("%6s %12s %8s %10s %10s %12s\n", "pp", "busy ms", "bubble", "in-flight", "pending W",

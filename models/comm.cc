@@ -75,6 +75,22 @@ double FabricShare(const GroupShape& g, const Topology& topo) {
   return std::min(1.0, 1 / (topo.oversubscription * leaving));
 }
 
+std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
+                                                            int gpus_per_node,
+                                                            const Topology& topo) {
+  const std::pair<std::string, GroupShape> groups[] = {
+      {"tp", layout.WorstShape(Dim::kTp, gpus_per_node)},
+      {"cp", layout.WorstShape(Dim::kCp, gpus_per_node)},
+      {"dp x cp", layout.WorstShape(Dim::kDp, Dim::kCp, gpus_per_node)},
+      {"pp", layout.WorstShape(Dim::kPp, gpus_per_node)}};
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, shape] : groups) {
+    const double share = FabricShare(shape, topo);
+    if (share < 1) out.emplace_back(name, share);
+  }
+  return out;
+}
+
 Link GroupLink(const GroupShape& g, const Topology& topo) {
   if (!g.spans_nodes()) return topo.intra;
   const double nics =

@@ -28,7 +28,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "models/cluster.h"
 #include "models/placement.h"
@@ -65,6 +68,11 @@ struct Topology {
 //               {.block_nodes = 384, .oversubscription = 7})   // f = 0.049: 1
 //   the same group strided across 5 pods with 16 nodes, span 1921:     f = 0.375: 0.38
 double FabricShare(const GroupShape& g, const Topology& topo);
+// The parallel groups of a layout that an oversubscribed fabric slows, innermost first:
+// ("tp" | "cp" | "dp x cp" | "pp", FabricShare < 1) of each one's worst group.
+std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
+                                                            int gpus_per_node,
+                                                            const Topology& topo);
 
 // Single-link costs (milliseconds).
 double RingAllReduceMs(double bytes, int n, const Link& link);

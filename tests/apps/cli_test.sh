@@ -43,6 +43,17 @@ expect 2 "unknown option --asci" -- simulate "$src/examples/schedules/1f1b.yaml"
 expect 2 "--format: must be compute_only, compute_comms or pipetwin" -- schedule "$src/examples/schedules/1f1b.yaml" --format xml
 expect 2 "--idle-cells: only with --format compute_only" -- schedule "$src/examples/schedules/1f1b.yaml" --format compute_comms --idle-cells
 
+# An oversubscribed fabric names the groups it slows: Llama 3's layout in Megatron's order puts
+# each pipeline's 16 nodes 128 apart across the 384-node pods (f = 0.375 at 1:7, a share of
+# 0.38); in Meta's order (tp-cp-pp-dp) nothing leaves a pod often enough to be slowed.
+pods="schedule: 1f1b\nparallel: {pp: 16, tp: 8, dp: 128}\nmodel: {preset: gpt3-1.3b, layers: 32}\ntraining: {global_batch: 2048, micro_batch: 1}\ncluster: {device: h100-sxm-80gb, fabric: {block_nodes: 384, oversubscription: 7}"
+expect 0 "^fabric: the pp groups keep 0.38 of their NICs' bandwidth above the 384-node blocks \(1:7\)" -- \
+  simulate "$(job pods.yaml "$pods}\n")"
+if "$bin" simulate "$(job pods-meta.yaml "$pods, rank_order: tp-cp-pp-dp}\n")" | grep -q "^fabric:"; then
+  echo "FAIL: simulate pods-meta.yaml: no group leaves its pod often enough, yet one is named"
+  fail=1
+fi
+
 # A failed run leaves an existing report untouched.
 echo keep > "$dir/r.json"
 # interleaved-1f1b without vpp is 1F1B, and says so.

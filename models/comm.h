@@ -63,10 +63,11 @@ struct Topology {
 // nodes make n - 1 hops of (s - 1) / (n - 1) nodes and one of s - 1 back; a hop of length h
 // leaves a block of b nodes with chance min(1, h / b) over the blocks' alignment. Every group
 // of the kind communicates at once, so a block's uplinks carry f of its NICs' traffic. 1
-// inside a node, on a non-blocking fabric, or where f x oversubscription <= 1.
-//   FabricShare({.size = 128, .nodes = 128, .ranks_per_node = 1, .node_span = 2048},
-//               {.block_nodes = 384, .oversubscription = 7})   // f = 0.049: 1
-//   the same group strided across 5 pods with 16 nodes, span 1921:     f = 0.375: 0.38
+// inside a node, on a non-blocking fabric, or where f x oversubscription <= 1. Trees,
+// all-gathers and reduce-scatters are charged as the ring; send/recv as the ring of the group.
+//   Topology pods{nvlink, nic, .block_nodes = 384, .oversubscription = 7};
+//   FabricShare({128, 128, 1, 2033}, pods)  // 128 nodes 16 apart: f = 0.049, 1
+//   FabricShare({16, 16, 1, 1921}, pods)    // 16 nodes 128 apart: f = 6/16, 1 / (7 f) = 0.38
 double FabricShare(const GroupShape& g, const Topology& topo);
 // The parallel groups of a layout that an oversubscribed fabric slows, innermost first:
 // ("tp" | "cp" | "dp x cp" | "pp", FabricShare < 1) of each one's worst group.

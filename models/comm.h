@@ -65,7 +65,7 @@ struct Topology {
 // of the kind communicates at once, so a block's uplinks carry f of its NICs' traffic. 1
 // inside a node, on a non-blocking fabric, or where f x oversubscription <= 1. Trees,
 // all-gathers and reduce-scatters are charged as the ring; send/recv as the ring of the group.
-//   Topology pods{nvlink, nic, .block_nodes = 384, .oversubscription = 7};
+//   Topology pods{.intra = nvlink, .inter = nic, .block_nodes = 384, .oversubscription = 7};
 //   FabricShare({128, 128, 1, 2033}, pods)  // 128 nodes 16 apart: f = 0.049, 1
 //   FabricShare({16, 16, 1, 1921}, pods)    // 16 nodes 128 apart: f = 6/16, 1 / (7 f) = 0.38
 double FabricShare(const GroupShape& g, const Topology& topo);

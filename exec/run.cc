@@ -255,10 +255,10 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "fp8 is simulated only (the executor's GEMMs are bf16 or fp32): use "
                          "bf16 with `run`");
   }
-  if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllGather) {
+  if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P) {
     return cfg.source.At("parallel.cp_comm",
                          "the CPU executor's context parallelism is ring attention (p2p); "
-                         "all_gather is simulated only: use cp_comm: p2p with `run`");
+                         "all_gather and a2a are simulated only: use cp_comm: p2p with `run`");
   }
   if (par.cp > 1 && cfg.training.recompute != models::Recompute::kNone) {
     return cfg.source.At("training.recompute",

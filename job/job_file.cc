@@ -56,10 +56,11 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
     }
   }
   if (n["cp_comm"]) {
-    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather"});
+    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather", "a2a"});
     if (!v) return v.error();
-    p->cp_comm =
-        *v == "all_gather" ? ParallelConfig::CpComm::kAllGather : ParallelConfig::CpComm::kP2P;
+    p->cp_comm = *v == "all_gather" ? ParallelConfig::CpComm::kAllGather
+                 : *v == "a2a"      ? ParallelConfig::CpComm::kAllToAll
+                                    : ParallelConfig::CpComm::kP2P;
   }
   return OkStatus();
 }

@@ -183,6 +183,7 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   Key(e, "sp", p.sp);
   Key(e, "cp", p.cp);
   if (p.cp_comm == ParallelConfig::CpComm::kAllGather) Key(e, "cp_comm", std::string("all_gather"));
+  if (p.cp_comm == ParallelConfig::CpComm::kAllToAll) Key(e, "cp_comm", std::string("a2a"));
   Key(e, "zero", p.zero);
   e << YAML::EndMap;
   if (c.costs) {

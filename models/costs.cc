@@ -34,6 +34,18 @@ Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
   if (m.kv_heads % p.tp != 0) return must_divide("tp", p.tp, "model.kv_heads", m.kv_heads);
   if (m.ffn_hidden % p.tp != 0) return must_divide("tp", p.tp, "model.ffn_hidden", m.ffn_hidden);
   if (m.seq_len % p.cp != 0) return must_divide("cp", p.cp, "model.seq_len", m.seq_len);
+  // Ulysses shards the heads of each TP rank over cp (TransformerEngine requires both).
+  if (p.cp > 1 && p.cp_comm == ParallelConfig::CpComm::kAllToAll) {
+    for (const auto& [key, heads] :
+         {std::pair{"model.heads", m.heads}, std::pair{"model.kv_heads", m.kv_heads}}) {
+      if ((heads / p.tp) % p.cp != 0) {
+        return Error::BadInput("parallel.cp_comm: a2a splits each tensor-parallel rank's " +
+                               std::string(key) + " (" + Str(heads) + " / tp " + Str(p.tp) + " = " +
+                               Str(heads / p.tp) + ") over cp (" + Str(p.cp) +
+                               "), which must divide it: use cp_comm: p2p or all_gather");
+      }
+    }
+  }
   if (p.sp && (m.seq_len / p.cp) % p.tp != 0) {
     return Error::BadInput("with parallel.sp, parallel.tp (" + Str(p.tp) +
                            ") must divide model.seq_len / parallel.cp (" + Str(m.seq_len / p.cp) +
@@ -74,6 +86,7 @@ struct LayerTimes {
   double f_tp_hidden = 0, i_tp_hidden = 0;  // overlap.tp_comm: hidden under the GEMMs
   double b_tp_hidden = 0;                   // overlap.tp_dgrad_reduce: of i_tp, hidden in a fused B
   double tp_bytes = 0, cp_bytes = 0;
+  double cp_forward_bytes = 0;  // of cp_bytes, F's (full recompute sends them again)
 };
 
 struct Context {
@@ -83,7 +96,7 @@ struct Context {
   Sharding sh;
   Topology topo;
   GroupShape tp_group, cp_group, dp_group;  // dp_group: dp x cp (gradients reduce together)
-  bool cp_all_gather;                       // parallel.cp_comm: all_gather
+  ParallelConfig::CpComm cp_comm;           // parallel.cp_comm
   double e;                                 // element bytes
   double tokens;                            // per rank
   double act_bytes;                         // one full-width activation of the rank's tokens: e T h
@@ -91,6 +104,8 @@ struct Context {
 
 // The K and V of the rank's tokens and heads: what context parallelism passes or gathers.
 double CpKvBytes(const Context& c) { return c.e * c.tokens * 2 * c.m.kv_dim() / c.sh.tp; }
+// The Q (and, same size, the attention's output) of the rank's tokens and heads.
+double CpQBytes(const Context& c) { return c.e * c.tokens * c.m.hidden / c.sh.tp; }
 
 double Tp(const Context& c, Collective k, double bytes) {
   return CollectiveMs(k, bytes, c.tp_group, c.topo);
@@ -224,15 +239,36 @@ LayerTimes DecoderLayer(const Context& c) {
   if (c.sh.cp > 1) {
     const double kv = CpKvBytes(c);
     const double steps = c.sh.cp - 1;
-    if (c.cp_all_gather) {
-      const double whole = c.sh.cp * kv;  // the nccl-tests size: the gathered K and V
-      cp_f = CollectiveMs(Collective::kAllGather, whole, c.cp_group, c.topo);
-      cp_b = cp_f + CollectiveMs(Collective::kReduceScatter, whole, c.cp_group, c.topo);
-    } else {
-      cp_f = steps * CollectiveMs(Collective::kSendRecv, kv, c.cp_group, c.topo);
-      cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
+    switch (c.cp_comm) {
+      case ParallelConfig::CpComm::kAllGather: {
+        const double whole = c.sh.cp * kv;  // the nccl-tests size: the gathered K and V
+        cp_f = CollectiveMs(Collective::kAllGather, whole, c.cp_group, c.topo);
+        cp_b = cp_f + CollectiveMs(Collective::kReduceScatter, whole, c.cp_group, c.topo);
+        lt.cp_bytes = steps * 3 * kv;
+        lt.cp_forward_bytes = steps * kv;
+        break;
+      }
+      case ParallelConfig::CpComm::kAllToAll: {
+        // Q, K and V each all-to-all'd to a head shard before the attention, its output back
+        // after it; the backward the same four the other way (dO, then dQ, dK, dV). A rank
+        // sends (cp - 1) / cp of each.
+        const double q = CpQBytes(c);
+        auto a2a = [&c](double bytes) {
+          return CollectiveMs(Collective::kAllToAll, bytes, c.cp_group, c.topo);
+        };
+        cp_f = 2 * a2a(q) + 2 * a2a(kv / 2);
+        cp_b = cp_f;
+        lt.cp_forward_bytes = BytesSentPerRank(Collective::kAllToAll, 2 * q + kv, c.sh.cp);
+        lt.cp_bytes = 2 * lt.cp_forward_bytes;
+        break;
+      }
+      case ParallelConfig::CpComm::kP2P:
+        cp_f = steps * CollectiveMs(Collective::kSendRecv, kv, c.cp_group, c.topo);
+        cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
+        lt.cp_bytes = steps * 3 * kv;
+        lt.cp_forward_bytes = steps * kv;
+        break;
     }
-    lt.cp_bytes = steps * 3 * kv;
   }
   // overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce): the reduction of the
   // input gradients of the column-parallel GEMMs (qkv and fc1; an all-reduce, a reduce-scatter
@@ -264,8 +300,11 @@ LayerTimes DecoderLayer(const Context& c) {
     tp_f = f_exposed;
     tp_i = i_exposed;
   }
-  const double attn_f_total = c.cp_all_gather ? attn_f + cp_f : std::max(attn_f, cp_f);
-  const double attn_b_total = c.cp_all_gather ? attn_b + cp_b : std::max(attn_b, cp_b);
+  // The ring overlaps its transfers with the attention blocks; a gather or an all-to-all
+  // must finish first.
+  const bool in_series = c.cp_comm != ParallelConfig::CpComm::kP2P;
+  const double attn_f_total = in_series ? attn_f + cp_f : std::max(attn_f, cp_f);
+  const double attn_b_total = in_series ? attn_b + cp_b : std::max(attn_b, cp_b);
   lt.f_cp = attn_f_total - attn_f;
   lt.i_cp = attn_b_total - attn_b;
 
@@ -285,7 +324,7 @@ LayerTimes DecoderLayer(const Context& c) {
       lt.i_tp += tp_f;
       lt.i_tp_hidden += lt.f_tp_hidden;
       lt.i_cp += lt.f_cp;
-      if (c.sh.cp > 1) lt.cp_bytes *= 4.0 / 3.0;  // the forward transfers happen twice
+      lt.cp_bytes += lt.cp_forward_bytes;  // the forward transfers happen twice
       if (c.sh.tp > 1) {
         lt.tp_bytes += c.sh.sp ? 2 * TpSent(c, Collective::kAllGather, c.act_bytes) +
                                      2 * TpSent(c, Collective::kReduceScatter, c.act_bytes)
@@ -349,10 +388,10 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         in.cluster.device.name + " has none: use bf16");
   }
   if (in.cluster.device.name == "cpu" && par.cp > 1 &&
-      par.cp_comm == ParallelConfig::CpComm::kAllGather) {
+      par.cp_comm != ParallelConfig::CpComm::kP2P) {
     return Error::BadInput(
         "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
-        "all_gather is not in it (cluster.device: cpu): use cp_comm: p2p");
+        "all_gather and a2a are not in it (cluster.device: cpu): use cp_comm: p2p");
   }
   if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);
@@ -398,7 +437,7 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
             layout.WorstShape(Dim::kTp, gpn),
             layout.WorstShape(Dim::kCp, gpn),
             layout.WorstShape(Dim::kDp, Dim::kCp, gpn),
-            par.cp_comm == ParallelConfig::CpComm::kAllGather,
+            par.cp_comm,
             0,
             0,
             0};
@@ -626,7 +665,17 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   if (par.tp > 1 && par.sp) buffers += j.c.act_bytes;
   if (par.cp > 1) {  // the backward's K/V and dK/dV: two blocks each on the ring, or all gathered
     const double kv = CpKvBytes(j.c);
-    buffers += 2 * kv * (j.c.cp_all_gather ? par.cp : 2);
+    switch (par.cp_comm) {
+      case ParallelConfig::CpComm::kAllGather:
+        buffers += 2 * kv * par.cp;
+        break;
+      case ParallelConfig::CpComm::kAllToAll:  // the head-sharded Q, K, V and output
+        buffers += 2 * CpQBytes(j.c) + kv;
+        break;
+      case ParallelConfig::CpComm::kP2P:
+        buffers += 2 * kv * 2;
+        break;
+    }
   }
   if (j.n_dp > 1 && par.zero >= 1) {
     buffers += static_cast<double>(std::min(sc.params, kDpBucketElements)) * bpp.grads;

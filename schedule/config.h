@@ -20,8 +20,10 @@ struct ParallelConfig {
   // How attention exchanges K and V under cp > 1 (Megatron-Core's --cp-comm-type):
   // kP2P, ring attention, each block's transfer beside the previous block's attention;
   // kAllGather, K and V all-gathered before the attention and dK, dV reduce-scattered after
-  // it, in series (Llama 3's CP, TransformerEngine's all_gather).
-  enum class CpComm { kP2P, kAllGather };
+  // it, in series (Llama 3's CP, TransformerEngine's all_gather); kAllToAll, DeepSpeed-Ulysses
+  // (TransformerEngine's a2a): Q, K and V all-to-all'd from a sequence shard to a head shard
+  // before the attention and its output back after it, in series.
+  enum class CpComm { kP2P, kAllGather, kAllToAll };
   CpComm cp_comm = CpComm::kP2P;
   int zero = 0;  // ZeRO stage 0..3
   int WorldSize() const { return pp * dp * tp * cp; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cp_recompute_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: activation recomputation with context
 # parallelism (cp > 1) is not in the CPU executor: `run` and `simulate` (cluster.device: cpu)
-# both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather
+# both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather or a2a
 # (its CP is ring attention), naming parallel.cp_comm; `run` refuses training.precision: fp8
 # (simulated only), naming it. cp 2 without either still simulates.
 set -u
@@ -28,13 +28,15 @@ for mode in full selective; do
   out=$("$bin" simulate "$job" 2>&1)
   check "simulate cp 2, recompute $mode" $? "$out"
 done
-job=$tmp/cp2-all-gather.yaml
-sed "s/^parallel: {/parallel: {cp_comm: all_gather, /" "$jobs/cp2.yaml" >"$job"
-grep -q "cp_comm: all_gather" "$job" || { echo "FAIL could not write $job"; exit 1; }
-out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
-check "run cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
-out=$("$bin" simulate "$job" 2>&1)
-check "simulate cp 2, cp_comm all_gather" $? "$out" parallel.cp_comm
+for comm in all_gather a2a; do
+  job=$tmp/cp2-$comm.yaml
+  sed "s/^parallel: {/parallel: {cp_comm: $comm, /" "$jobs/cp2.yaml" >"$job"
+  grep -q "cp_comm: $comm" "$job" || { echo "FAIL could not write $job"; exit 1; }
+  out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
+  check "run cp 2, cp_comm $comm" $? "$out" parallel.cp_comm
+  out=$("$bin" simulate "$job" 2>&1)
+  check "simulate cp 2, cp_comm $comm" $? "$out" parallel.cp_comm
+done
 job=$tmp/fp8.yaml
 sed "s/^training: {/training: {precision: fp8, /" "$jobs/cp2.yaml" >"$job"
 grep -q "precision: fp8" "$job" || { echo "FAIL could not write $job"; exit 1; }

@@ -101,6 +101,21 @@ TEST(Job, StragglersReadAndWrittenBack) {
   EXPECT_DOUBLE_EQ(r3, 1.5 * models::StragglerFactor(no_fixed, 3, 7));
 }
 
+// parallel.cp_comm: a2a reads and writes back.
+TEST(Job, CpCommA2aRoundTrips) {
+  auto c = ParseJobConfig(
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 2, cp_comm: a2a}\ncosts: {forward_ms: "
+      "1}\n",
+      "job.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
+  const std::string text = WriteJobConfig(*c, "round trip");
+  EXPECT_NE(text.find("cp_comm: a2a"), std::string::npos) << text;
+  auto c2 = ParseJobConfig(text, "job.yaml");
+  ASSERT_TRUE(c2.ok()) << c2.error().message;
+  EXPECT_EQ(c2->parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
+}
+
 TEST(Job, BadValuesNameFileKeyAndRule) {
   const std::string costs = "costs: {forward_ms: 1}\n";
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 0}\n" + costs,
@@ -122,7 +137,7 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {tp: 1, sp: true}\n" + costs,
               {"parallel.sp", "needs tp"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 2, cp_comm: ring}\n" + costs,
-              {"parallel.cp_comm", "p2p, all_gather", "got 'ring'"});
+              {"parallel.cp_comm", "p2p, all_gather, a2a", "got 'ring'"});
   const std::string model = "model: {preset: tiny}\n";
   ExpectError(
       "schedule: 1f1b\nmicrobatches: 8\n" + model + "cluster: {fabric: {oversubscription: 0.5}}\n",

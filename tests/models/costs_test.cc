@@ -300,6 +300,46 @@ TEST(CostsTest, CpAllGatherRunsInSeriesWithTheAttention) {
   EXPECT_NEAR(static_cast<double>(a.cp_bytes_per_microbatch), layers * 3 * (cp - 1) * kv, 1);
 }
 
+// parallel.cp_comm: a2a (DeepSpeed-Ulysses, TransformerEngine's a2a): before the attention Q, K
+// and V are each all-to-all'd from a sequence shard to a head shard, after it the output back;
+// the backward the same four (dO; dQ, dK, dV). In series with the attention, as a gather is.
+// GPT-3 1.3B (hidden 2,048, 16 heads, no GQA) at cp 4 on one H100 node: each call
+// (cp - 1) alpha + (cp - 1) / cp S / B on NVLink, S the rank's Q (or output) or its K (or V).
+TEST(CostsTest, CpAllToAllShardsTheHeadsInSeriesWithTheAttention) {
+  auto job = [](const std::string& comm, const std::string& heads) {
+    return "schedule: 1f1b\nparallel: {pp: 1, cp: 4, cp_comm: " + comm +
+           "}\nmodel: {preset: gpt3-1.3b, seq_len: 8192" + heads +
+           "}\ntraining: {global_batch: 2, micro_batch: 1, recompute: none, flash_attention: "
+           "true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> ring = Costs(job("p2p", ""), 1);
+  Expected<JobCosts> a2a = Costs(job("a2a", ""), 1);
+  ASSERT_TRUE(ring.ok()) << ring.error().message;
+  ASSERT_TRUE(a2a.ok()) << a2a.error().message;
+  const StageCost &r = ring->stages[0], &u = a2a->stages[0];
+  const int cp = 4, layers = 24;
+  const double q = 2.0 * (8192 / cp) * 2048;  // bf16 Q of the rank's tokens; K and V the same
+  const Link& l = a2a->cluster.intra;
+  const double call =
+      1e3 * ((cp - 1) * l.latency_s + (cp - 1.0) / cp * q / l.bandwidth_bytes_per_s);
+  EXPECT_NEAR(u.forward_cp_comm_ms, layers * 4 * call, 1e-9);
+  EXPECT_NEAR(u.backward_cp_comm_ms, layers * 4 * call, 1e-9);
+  EXPECT_NEAR(u.forward_ms - r.forward_ms, layers * 4 * call - r.forward_cp_comm_ms, 1e-9);
+  EXPECT_NEAR(u.backward_input_ms - r.backward_input_ms, layers * 4 * call - r.backward_cp_comm_ms,
+              1e-9);
+  // Four tensors of q bytes each way, (cp - 1) / cp of each sent: 8 (cp - 1) / cp q a layer,
+  // against the ring's (cp - 1) blocks of K and V (2q) forward and of K, V, dK, dV backward.
+  EXPECT_NEAR(static_cast<double>(u.cp_bytes_per_microbatch), layers * 8 * (cp - 1.0) / cp * q, 1);
+  EXPECT_NEAR(static_cast<double>(r.cp_bytes_per_microbatch), layers * 3 * (cp - 1.0) * 2 * q, 1);
+  // Each TP rank's heads and KV heads are split over cp: 8 KV heads at cp 16 cannot be.
+  Expected<JobCosts> gqa = Costs(job("a2a", ", kv_heads: 2"), 1);
+  ASSERT_FALSE(gqa.ok());
+  EXPECT_NE(gqa.error().message.find("parallel.cp_comm: a2a"), std::string::npos);
+  EXPECT_NE(gqa.error().message.find("model.kv_heads (2 / tp 1 = 2) over cp (4)"),
+            std::string::npos)
+      << gqa.error().message;
+}
+
 // training.precision: fp8 (TransformerEngine's recipe): the decoder layers' GEMMs run at the
 // FP8 peak, twice bf16's on H100 (1,979 against 989 TFLOP/s), so each takes about half its
 // bf16 time (the same efficiency model, its per-GEMM overhead the same time); each GEMM's input is

@@ -448,6 +448,7 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
                                                     .tp = tp,
                                                     .sp = seq,
                                                     .cp = cp,
+                                                    .cp_comm = plan.job.parallel.cp_comm,
                                                     .zero = zero};
                         r.micro_batch = mb;
                         r.recompute = rc;
@@ -621,6 +622,8 @@ nlohmann::ordered_json JobJson(const JobConfig& c, int microbatches) {
   j["optimizer_sync"] = c.optimizer_sync;
   j["parallel"] = {{"pp", p.pp}, {"vpp", p.vpp}, {"dp", p.dp},    {"tp", p.tp},
                    {"sp", p.sp}, {"cp", p.cp},   {"zero", p.zero}};
+  if (p.cp_comm == ParallelConfig::CpComm::kAllGather) j["parallel"]["cp_comm"] = "all_gather";
+  if (p.cp_comm == ParallelConfig::CpComm::kAllToAll) j["parallel"]["cp_comm"] = "a2a";
   j["model"] = {{"name", m.name},     {"layers", m.layers},
                 {"hidden", m.hidden}, {"ffn_hidden", m.ffn_hidden},
                 {"heads", m.heads},   {"kv_heads", m.kv_heads},

@@ -117,6 +117,40 @@ TEST(PlanTest, EmittedJobReproducesUnderSimulate) {
   }
 }
 
+// The base job's parallel.cp_comm holds for every layout searched: Llama 3's all-gathered CP
+// stays all-gathered (slower than the ring it was silently replaced by before), an a2a layout
+// whose heads do not split over cp is invalid by "model", and an emitted job reproduces.
+TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
+  auto text = [](const std::string& comm) {
+    return "schedule: 1f1b\nparallel: {cp_comm: " + comm +
+           "}\nmodel: {preset: llama3-8b, seq_len: 16384}\n"
+           "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+           "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
+           "search: {tp: [1, 8], pp: [1], cp: [2], zero: [1]}\n";
+  };
+  auto ring = RunPlan(Parse(text("p2p")), {.top = 2, .threads = 1});
+  auto gathered = RunPlan(Parse(text("all_gather")), {.top = 2, .threads = 1});
+  auto a2a = RunPlan(Parse(text("a2a")), {.top = 2, .threads = 1});
+  ASSERT_TRUE(ring && gathered && a2a);
+  ASSERT_EQ(ring->top.size(), 2u);
+  ASSERT_EQ(gathered->top.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const PlanTop& g = gathered->top[i];
+    EXPECT_EQ(g.job.parallel.cp_comm, ParallelConfig::CpComm::kAllGather);
+    auto job = ParseJob(WriteJobConfig(g.job, "emitted"), "top.yaml");
+    ASSERT_TRUE(job) << job.error().message;
+    auto sim = Simulate(*job, SimulateOptions{});
+    ASSERT_TRUE(sim);
+    EXPECT_EQ(sim->report.iteration_time_ms, g.row.iteration_time_ms);
+  }
+  EXPECT_GT(gathered->top[0].row.iteration_time_ms, ring->top[0].row.iteration_time_ms);
+  // 8 KV heads over tp 8 leave one per rank, which cp 2 cannot split: only tp 1 remains.
+  EXPECT_EQ(a2a->invalid.at("model"), 1);
+  ASSERT_EQ(a2a->top.size(), 1u);
+  EXPECT_EQ(a2a->top[0].job.parallel.tp, 1);
+  EXPECT_EQ(a2a->top[0].job.parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
+}
+
 // search.overlap: each layout with and without the overlap flags. Overlap only hides
 // communication (exposed = max(0, comm - compute) <= comm), so no layout gets slower with it,
 // and the layouts with it carry the flags into their job.

@@ -35,6 +35,11 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
         "note: parallel.vpp is 1, so interleaved-1f1b runs one chunk per rank (1F1B); "
         "vpp >= 2 interleaves\n");
   }
+  if (job.config.training.precision == models::Precision::kFp8 && job.model_costs) {
+    std::printf(
+        "note: fp8 overestimates the speed-up over bf16: against NVIDIA's FP8 recipes the "
+        "predictions read -7%% to +24%% (models/README.md, FP8)\n");
+  }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
               100.0 * r.bubble_fraction);

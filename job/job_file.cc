@@ -424,7 +424,7 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
                    SearchSpace* sp) {
   if (Status s = f.CheckKeys(n, "search",
                              {"schedule", "tp", "pp", "dp", "cp", "vpp", "sp", "micro_batch",
-                              "recompute", "zero", "overlap"});
+                              "recompute", "zero", "overlap", "rank_order"});
       !s) {
     return s;
   }
@@ -440,6 +440,18 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
   sp->micro_batch = {job.training.micro_batch};
   sp->recompute = {job.training.recompute};
   sp->overlap = {job.training.overlap};
+  sp->rank_order = {job.cluster.rank_order};
+  auto read_order = [&](const YAML::Node& v, const std::string& key) -> Expected<models::DimOrder> {
+    Expected<std::string> x = f.String(v, key);
+    if (!x) return x.error();
+    Expected<models::DimOrder> order = models::ParseDimOrder(*x);
+    if (!order) return f.At(v, key, order.error().message);
+    return *order;
+  };
+  if (Status s = SearchList<models::DimOrder>(f, n, "rank_order", read_order, &sp->rank_order);
+      !s) {
+    return s;
+  }
   std::vector<std::string> names;
   for (const auto& g : AllGenerators()) names.emplace_back(g.name);
   auto read_schedule = [&](const YAML::Node& v, const std::string& key) {

@@ -5,7 +5,7 @@
 //
 //   search: {schedule: [1f1b, zb-h1], tp: [4, 8], pp: [8, 16], dp: auto,
 //            micro_batch: [1, 2], recompute: [selective, full],
-//            overlap: [false, true, {grad_reduce: true}]}
+//            overlap: [false, true, {grad_reduce: true}], rank_order: [tp-cp-dp-pp, tp-cp-pp-dp]}
 //
 //   Expected<PlanFile> p = ReadPlanFile("examples/plan/gpt3-175b.yaml");
 //   if (!p) return p.error().exit_status();          // 2, naming e.g. "search.tp"
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "job/job.h"
+#include "models/placement.h"
 #include "models/training.h"
 #include "schedule/expected.h"
 
@@ -31,6 +32,9 @@ struct SearchSpace {
   std::vector<bool> sp;
   std::vector<models::Recompute> recompute;
   std::vector<models::Overlap> overlap;  // each: a map, or a bool for all three flags
+  // cluster.rank_order's candidates: which groups share a node, and on a cluster.fabric with
+  // oversubscribed blocks which leave a block.
+  std::vector<models::DimOrder> rank_order;
 };
 
 struct PlanFile {

@@ -231,6 +231,7 @@ JobConfig ConfigOf(const JobConfig& base, const PlanRow& row) {
   c.training.micro_batch = row.micro_batch;
   c.training.recompute = row.recompute;
   c.training.overlap = row.overlap;
+  c.cluster.rank_order = row.rank_order;
   c.microbatches.reset();  // from the global batch
   return c;
 }
@@ -253,6 +254,7 @@ Expected<models::JobCosts> CostsOf(const JobConfig& base, const PlanRow& row, in
   in.training.recompute = row.recompute;
   in.training.overlap = row.overlap;
   in.cluster = base.cluster;
+  in.cluster.rank_order = row.rank_order;
   if (!in.cluster.nodes_given) {
     in.cluster.nodes = std::max(
         1, (row.parallel.WorldSize() + in.cluster.gpus_per_node - 1) / in.cluster.gpus_per_node);
@@ -439,22 +441,24 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
                 for (int zero : sp.zero)
                   for (int mb : sp.micro_batch)
                     for (models::Recompute rc : sp.recompute)
-                      for (const models::Overlap& ov : sp.overlap) {
-                        PlanRow r;
-                        r.schedule = sched;
-                        r.parallel = ParallelConfig{.pp = pp,
-                                                    .vpp = vpp,
-                                                    .dp = dp,
-                                                    .tp = tp,
-                                                    .sp = seq,
-                                                    .cp = cp,
-                                                    .cp_comm = plan.job.parallel.cp_comm,
-                                                    .zero = zero};
-                        r.micro_batch = mb;
-                        r.recompute = rc;
-                        r.overlap = ov;
-                        rows.push_back(std::move(r));
-                      }
+                      for (const models::Overlap& ov : sp.overlap)
+                        for (const models::DimOrder& order : sp.rank_order) {
+                          PlanRow r;
+                          r.schedule = sched;
+                          r.parallel = ParallelConfig{.pp = pp,
+                                                      .vpp = vpp,
+                                                      .dp = dp,
+                                                      .tp = tp,
+                                                      .sp = seq,
+                                                      .cp = cp,
+                                                      .cp_comm = plan.job.parallel.cp_comm,
+                                                      .zero = zero};
+                          r.micro_batch = mb;
+                          r.recompute = rc;
+                          r.overlap = ov;
+                          r.rank_order = order;
+                          rows.push_back(std::move(r));
+                        }
   }
   return rows;
 }
@@ -468,6 +472,7 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
                     ? opts.threads
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   res.rows = Enumerate(plan);
+  res.rank_orders = plan.search.rank_order.size() > 1;
   const std::size_t n = res.rows.size();
   Context ctx{
       plan.job, {}, {}, std::vector<int>(n, -1), std::vector<std::shared_ptr<const Shape>>(n)};
@@ -686,9 +691,10 @@ std::string PlanSummary(const PlanResult& r) {
   std::snprintf(
       buf, sizeof buf,
       "top %zu by tokens/s:\n%2s %-16s %3s %3s %3s %4s %3s %-3s %2s %3s %-9s %3s %4s %10s "
-      "%10s %6s %7s %14s %9s\n",
+      "%10s %6s %7s %14s %9s%s\n",
       r.top.size(), "#", "schedule", "tp", "pp", "vpp", "dp", "cp", "sp", "z", "mb", "recompute",
-      "ovl", "m", "iter ms", "tokens/s", "MFU", "bubble", "peak GiB (rank)", "comm ms");
+      "ovl", "m", "iter ms", "tokens/s", "MFU", "bubble", "peak GiB (rank)", "comm ms",
+      r.rank_orders ? "  rank order" : "");
   out += buf;
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const PlanRow& x = r.top[i].row;
@@ -697,6 +703,10 @@ std::string PlanSummary(const PlanResult& r) {
                   100.0 * x.bubble_fraction, static_cast<double>(x.peak_memory_bytes) / kGiB,
                   x.fullest_rank, x.exposed_comm_ms);
     out += buf;
+    if (r.rank_orders) {
+      out.pop_back();  // the newline
+      out += "  " + models::ToString(x.rank_order) + "\n";
+    }
   }
   return out;
 }
@@ -719,6 +729,7 @@ std::string PlanToJson(const PlanResult& r) {
     const PlanRow& x = t.row;
     nlohmann::ordered_json e;
     e["job"] = JobJson(t.job, x.microbatches);
+    if (r.rank_orders) e["job"]["cluster"]["rank_order"] = models::ToString(x.rank_order);
     e["iteration_time_ms"] = x.iteration_time_ms;
     e["tokens_per_s"] = x.tokens_per_s;
     e["tokens_per_second"] = x.tokens_per_s;
@@ -738,7 +749,8 @@ std::string PlanCsv(const PlanResult& r) {
       "index,schedule,tp,pp,vpp,dp,cp,sp,zero,micro_batch,recompute,overlap,microbatches,status,"
       "reason,"
       "fits,peak_memory_bytes,fullest_rank,tokens_per_s_bound,iteration_time_ms,tokens_per_s,mfu,"
-      "bubble_fraction,exposed_comm_ms\n";
+      "bubble_fraction,exposed_comm_ms";
+  out += r.rank_orders ? ",rank_order\n" : "\n";
   char buf[512];
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const PlanRow& x = r.rows[i];
@@ -752,6 +764,10 @@ std::string PlanCsv(const PlanResult& r) {
         static_cast<long long>(x.peak_memory_bytes), x.fullest_rank, x.tokens_per_s_bound,
         x.iteration_time_ms, x.tokens_per_s, x.mfu, x.bubble_fraction, x.exposed_comm_ms);
     out += buf;
+    if (r.rank_orders) {
+      out.pop_back();  // the newline
+      out += "," + models::ToString(x.rank_order) + "\n";
+    }
   }
   return out;
 }

@@ -39,6 +39,7 @@ struct PlanRow {
   int micro_batch = 1;
   models::Recompute recompute = models::Recompute::kNone;
   models::Overlap overlap;
+  models::DimOrder rank_order = models::kMegatronOrder;  // cluster.rank_order
   PlanStatus status = PlanStatus::kInvalid;
   std::string invalid_reason;  // kInvalid: gpus, sp, heads, layers, batch, schedule, model
   int microbatches = 0;
@@ -63,6 +64,7 @@ struct PlanResult {
   double seconds = 0, configs_per_second = 0;
   int threads = 1;
   std::int64_t hbm_bytes = 0;
+  bool rank_orders = false;   // search.rank_order listed more than one: the outputs show it
   std::vector<PlanRow> rows;  // every evaluated layout, in search order
   std::vector<PlanTop> top;   // the best K that fit, by tokens/s (ties: search order)
 };

@@ -151,6 +151,40 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
   EXPECT_EQ(a2a->top[0].job.parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
 }
 
+// search.rank_order: each layout in each order. On Llama 3's pods (384 nodes, 1:7) Megatron's
+// order puts a pipeline's nodes 128 apart across the pods and Meta's keeps them together, so
+// Meta's is faster; on a non-blocking fabric the two orders give the same groups' shapes here
+// (tp 8 fills a node) and the same step. The emitted job carries its order.
+TEST(PlanTest, RankOrderIsSearchedAndMattersOnAnOversubscribedFabric) {
+  auto text = [](const std::string& fabric) {
+    return "schedule: 1f1b\nparallel: {tp: 8, pp: 16, sp: true, zero: 1}\n"
+           "model: {preset: llama3-70b}\n"
+           "training: {global_batch: 2048, micro_batch: 1, recompute: selective}\n"
+           "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2048" +
+           fabric + "}\nsearch: {rank_order: [tp-cp-dp-pp, tp-cp-pp-dp]}\n";
+  };
+  auto pods =
+      RunPlan(Parse(text(", fabric: {block_nodes: 384, oversubscription: 7}")), {.threads = 1});
+  auto flat = RunPlan(Parse(text("")), {.threads = 1});
+  ASSERT_TRUE(pods && flat);
+  ASSERT_EQ(pods->top.size(), 2u);
+  ASSERT_EQ(flat->top.size(), 2u);
+  EXPECT_TRUE(pods->rank_orders);
+  EXPECT_EQ(models::ToString(pods->top[0].row.rank_order), "tp-cp-pp-dp");
+  EXPECT_GT(pods->top[0].row.tokens_per_s, pods->top[1].row.tokens_per_s);
+  EXPECT_EQ(flat->top[0].row.iteration_time_ms, flat->top[1].row.iteration_time_ms);
+  EXPECT_EQ(flat->top[0].row.iteration_time_ms, pods->top[0].row.iteration_time_ms);
+  const std::string yaml = WriteJobConfig(pods->top[1].job, "emitted");
+  EXPECT_NE(yaml.find("rank_order: tp-cp-dp-pp"), std::string::npos) << yaml;
+  auto job = ParseJob(yaml, "top.yaml");
+  ASSERT_TRUE(job) << job.error().message;
+  auto sim = Simulate(*job, SimulateOptions{});
+  ASSERT_TRUE(sim);
+  EXPECT_EQ(sim->report.iteration_time_ms, pods->top[1].row.iteration_time_ms);
+  EXPECT_NE(PlanSummary(*pods).find("rank order"), std::string::npos);
+  EXPECT_NE(PlanCsv(*pods).find(",rank_order\n"), std::string::npos);
+}
+
 // search.overlap: each layout with and without the overlap flags. Overlap only hides
 // communication (exposed = max(0, comm - compute) <= comm), so no layout gets slower with it,
 // and the layouts with it carry the flags into their job.
@@ -206,6 +240,7 @@ cluster: {nodes: 1}
       {"search: {overlap: [{tp: true}]}", "unknown key 'tp'"},
       {"search: {overlap: [{grad_reduce: 2}]}", "search.overlap.grad_reduce"},
       {"search: {micro_batch: {a: 1}}", "search.micro_batch: must be a non-empty list"},
+      {"search: {rank_order: [tp-dp-pp]}", "search.rank_order"},
       {"", "search: missing"},
   };
   for (const auto& [search, want] : cases) {

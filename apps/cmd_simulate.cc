@@ -74,7 +74,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
   }
   if (job.model_costs && job.model_costs->cluster.device.name != "cpu") {
     const models::ClusterConfig& c = job.model_costs->cluster;
-    const models::Topology topo{c.intra, c.inter, c.fabric.block_nodes, c.fabric.oversubscription};
+    const models::Topology topo = models::TopologyOf(c);
     const models::RankLayout layout(job.parallel(), c.rank_order);
     for (const auto& [group, share] : models::ThrottledGroups(layout, c.gpus_per_node, topo)) {
       std::printf(

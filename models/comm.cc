@@ -62,6 +62,10 @@ double ParameterServerMs(double bytes, int n, int servers, const Link& link) {
   return Ms(2 * link.latency_s + 2 * fan_in * bytes / link.bandwidth_bytes_per_s);
 }
 
+Topology TopologyOf(const ClusterConfig& c) {
+  return {c.intra, c.inter, c.fabric.block_nodes, c.fabric.oversubscription};
+}
+
 double FabricShare(const GroupShape& g, const Topology& topo) {
   if (!g.spans_nodes() || topo.block_nodes <= 0 || topo.oversubscription <= 1) return 1;
   const double n = g.nodes;

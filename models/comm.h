@@ -56,6 +56,8 @@ struct Topology {
   int block_nodes = 0;
   double oversubscription = 1;
 };
+// The topology a cluster's collectives run on: its links and its fabric.
+Topology TopologyOf(const ClusterConfig& c);
 
 // The share of its NICs' bandwidth that a group spanning nodes keeps on an oversubscribed
 // cluster.fabric: min(1, 1 / (oversubscription x f)), f the fraction of its ring's hops that

@@ -255,6 +255,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "fp8 is simulated only (the executor's GEMMs are bf16 or fp32): use "
                          "bf16 with `run`");
   }
+  if (cfg.training.master_weights != models::MasterWeights::kFp32) {
+    return cfg.source.At("training.master_weights",
+                         "remainders (Apex's 16-bit master-weight remainders) is simulated only: "
+                         "the executor keeps a full fp32 master copy; use fp32 with `run`");
+  }
   if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P) {
     return cfg.source.At("parallel.cp_comm",
                          "the CPU executor's context parallelism is ring attention (p2p); "

@@ -103,6 +103,8 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
     Key(e, "pipeline_engine", std::string("deepspeed"));
   if (t.cross_entropy == models::CrossEntropy::kFused)
     Key(e, "cross_entropy", std::string("fused"));
+  if (t.master_weights != models::MasterWeights::kFp32)
+    Key(e, "master_weights", std::string(models::ToString(t.master_weights)));
   if (t.dp_sync != models::DpSync::kSync)
     Key(e, "dp_sync", std::string(models::ToString(t.dp_sync)));
   if (t.dp_sync == models::DpSync::kStale) Key(e, "staleness", t.staleness);
@@ -150,12 +152,13 @@ void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
     KeyNum(e, "oversubscription", c.fabric.oversubscription);
     e << YAML::EndMap;
   }
-  if (d.gemm_efficiency != base.gemm_efficiency ||
+  if (d.gemm_efficiency != base.gemm_efficiency || d.fp8_gemm_factor != base.fp8_gemm_factor ||
       d.attn_fwd_efficiency != base.attn_fwd_efficiency ||
       d.attn_bwd_efficiency != base.attn_bwd_efficiency ||
       d.hbm_efficiency != base.hbm_efficiency) {
     e << YAML::Key << "compute" << YAML::Value << YAML::Flow << YAML::BeginMap;
     KeyNum(e, "gemm_efficiency", d.gemm_efficiency);
+    KeyNum(e, "fp8_gemm_factor", d.fp8_gemm_factor);
     KeyNum(e, "attention_forward_efficiency", d.attn_fwd_efficiency);
     KeyNum(e, "attention_backward_efficiency", d.attn_bwd_efficiency);
     KeyNum(e, "hbm_efficiency", d.hbm_efficiency);

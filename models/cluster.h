@@ -59,6 +59,9 @@ struct DeviceSpec {
   // own (each output tile's prologue and epilogue against its k loop; few tiles for the SMs):
   // factors k / (k + gemm_k_half) and n / (n + gemm_n_half); 0 = none.
   double gemm_k_half = 0, gemm_n_half = 0;
+  // FP8 GEMMs reach this fraction of the bf16 GEMMs' efficiency (both against their own peak);
+  // 1 = the same. See models/README.md, FP8.
+  double fp8_gemm_factor = 1;
   double attn_fwd_efficiency = 1;  // e_attn_fwd
   double attn_bwd_efficiency = 1;  // e_attn_bwd
   double hbm_efficiency = 1;       // e_hbm: achievable fraction of HBM bandwidth
@@ -140,7 +143,8 @@ struct ClusterConfig {
 // `cluster:`; absent: an a100-sxm-80gb cluster just large enough for `world_size` ranks.
 // Keys: device, gpus_per_node, nodes, intra_node, inter_node ({bandwidth_gb_s, latency_us,
 // efficiency}), rank_order (default tp-cp-dp-pp), compute ({gemm_efficiency,
-// attention_forward_efficiency, attention_backward_efficiency, hbm_efficiency}: the
+// fp8_gemm_factor, attention_forward_efficiency, attention_backward_efficiency,
+// hbm_efficiency}: the
 // efficiency model's constants, each in (0, 1]), variability ({distribution: normal |
 // lognormal, cv: in [0, 0.25] for normal (so that a negative time stays out of reach,
 // 4 sigma), [0, 1] for lognormal}), fabric ({block_nodes: >= 1, oversubscription: in

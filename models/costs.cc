@@ -393,6 +393,11 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
         "all_gather and a2a are not in it (cluster.device: cpu): use cp_comm: p2p");
   }
+  if (in.cluster.device.name == "cpu" && in.training.master_weights != MasterWeights::kFp32) {
+    return Error::BadInput(
+        "training.master_weights: remainders is Apex's GPU optimizer; the CPU executor keeps "
+        "fp32 master weights (cluster.device: cpu): use fp32");
+  }
   if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);
 }

@@ -29,8 +29,15 @@ BytesPerParam StateBytesPerParam(Precision p, Optimizer o) {
   return {2, 2, 12};
 }
 
+BytesPerParam StateBytesPerParam(const TrainingConfig& t) {
+  BytesPerParam b = StateBytesPerParam(t.precision, t.optimizer);
+  // Apex's store_param_remainders: the master copy is the bf16 weight plus 16 low bits.
+  if (t.master_weights == MasterWeights::kRemainders) b.optimizer -= 2;
+  return b;
+}
+
 StateBytes ModelStateBytes(std::int64_t params, const TrainingConfig& t, int zero, int dp) {
-  const BytesPerParam b = StateBytesPerParam(t.precision, t.optimizer);
+  const BytesPerParam b = StateBytesPerParam(t);
   const std::int64_t n = dp < 1 ? 1 : dp;
   StateBytes s;
   s.params = params * b.params;
@@ -43,7 +50,7 @@ StateBytes ModelStateBytes(std::int64_t params, const TrainingConfig& t, int zer
 }
 
 double OptimizerStepBytes(std::int64_t params, const TrainingConfig& t) {
-  const BytesPerParam b = StateBytesPerParam(t.precision, t.optimizer);
+  const BytesPerParam b = StateBytesPerParam(t);
   // Read the gradient; read and write every optimizer state (in fp32 training the
   // parameters are the master copy); write the compute-precision parameters once more in
   // mixed precision.

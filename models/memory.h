@@ -5,6 +5,7 @@
 //   parameters 2, gradients 2, optimizer K: Adam 12 (fp32 master copy, momentum, variance),
 //   SGD 4 (fp32 master copy only), SGD with momentum 8 (master copy + momentum).
 // fp32 training: parameters 4, gradients 4, optimizer K: Adam 8, SGD 0, SGD-momentum 4.
+// training.master_weights: remainders (Apex's store_param_remainders, bf16): Adam 10.
 // ZeRO over N data-parallel ranks (Psi parameters, Adam, mixed precision):
 //   stage 0: (2 + 2 + 12) Psi      stage 1: 4 Psi + 12 Psi / N
 //   stage 2: 2 Psi + 14 Psi / N    stage 3: 16 Psi / N
@@ -28,6 +29,9 @@ struct BytesPerParam {
   int params, grads, optimizer;
 };
 BytesPerParam StateBytesPerParam(Precision p, Optimizer o);
+// The same with training.master_weights: remainders keeps 2 bytes of the master copy, not 4
+// (Adam in mixed precision: optimizer 10).
+BytesPerParam StateBytesPerParam(const TrainingConfig& t);
 
 // `params` parameters held by one rank before ZeRO; `dp` ranks share them under ZeRO.
 StateBytes ModelStateBytes(std::int64_t params, const TrainingConfig& t, int zero, int dp);

@@ -52,6 +52,10 @@ std::string_view ToString(CrossEntropy v) {
   return v == CrossEntropy::kUnfused ? "unfused" : "fused";
 }
 
+std::string_view ToString(MasterWeights v) {
+  return v == MasterWeights::kFp32 ? "fp32" : "remainders";
+}
+
 std::string_view ToString(DpSync v) {
   return v == DpSync::kSync ? "sync" : v == DpSync::kAsync ? "async" : "stale";
 }
@@ -87,11 +91,11 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s = f.CheckKeys(
-          node, "training",
-          {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
-           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit",
-           "zero3_nics", "pipeline_engine", "cross_entropy", "dp_sync", "staleness"});
+  if (Status s = f.CheckKeys(node, "training",
+                             {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
+                              "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
+                              "zero3_prefetch", "zero3_unit", "zero3_nics", "pipeline_engine",
+                              "cross_entropy", "dp_sync", "staleness", "master_weights"});
       !s) {
     return s.error();
   }
@@ -196,6 +200,21 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     return f.At(node, "training.staleness",
                 "required with dp_sync: stale: the steps a worker may run ahead of the slowest "
                 "(0 = sync)");
+  }
+  if (const YAML::Node v = node["master_weights"]) {
+    Expected<std::string> x = f.Choice(v, "training.master_weights", {"fp32", "remainders"});
+    if (!x) return x.error();
+    t.master_weights = *x == "fp32" ? MasterWeights::kFp32 : MasterWeights::kRemainders;
+    if (t.master_weights == MasterWeights::kRemainders &&
+        ((t.precision != Precision::kBf16 && t.precision != Precision::kFp8) ||
+         t.optimizer != Optimizer::kAdam)) {
+      return f.At(v, "training.master_weights",
+                  "remainders (the 16 low bits of fp32 beside a bf16 weight, Apex's "
+                  "store_param_remainders) needs precision: bf16 or fp8 and optimizer: adam, got "
+                  "precision: " +
+                      std::string(ToString(t.precision)) +
+                      ", optimizer: " + std::string(ToString(t.optimizer)));
+    }
   }
   return t;
 }

@@ -5,7 +5,8 @@
 //              overlap: {tp_comm: false, grad_reduce: false, param_gather: false,
 //                        tp_dgrad_reduce: true},
 //              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
-//              cross_entropy: unfused, dp_sync: stale, staleness: 2}
+//              cross_entropy: unfused, dp_sync: stale, staleness: 2,
+//              master_weights: fp32}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -46,6 +47,11 @@ enum class PipelineEngine { kMegatron, kDeepSpeed };
 // (every worker waits for the step's update), async (no wait: pull the latest parameters),
 // stale (a worker runs at most `staleness` steps ahead of the slowest).
 enum class DpSync { kSync, kAsync, kStale };
+// How mixed precision keeps Adam's master weights (models/README.md, "Memory"): a full fp32
+// copy (Megatron-LM, Megatron-Core, DeepSpeed: 4 bytes a parameter), or only the 16 low bits
+// of the fp32 value beside the bf16 weight, which holds the high 16 (Apex's
+// DistributedFusedAdam with store_param_remainders, NeMo 1.0's default for bf16: 2 bytes).
+enum class MasterWeights { kFp32, kRemainders };
 
 // Communication overlapped with compute, as Megatron-Core's --tp-comm-overlap,
 // --overlap-grad-reduce and --overlap-param-gather (all off by default there, and here).
@@ -105,6 +111,7 @@ struct TrainingConfig {
   CrossEntropy cross_entropy = CrossEntropy::kUnfused;
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
+  MasterWeights master_weights = MasterWeights::kFp32;  // remainders: bf16 or fp8 with adam
 
   // Whether the DP gradient reductions wait for the rank's last backward (no
   // overlap.grad_reduce: Megatron-LM's reduction after the pipeline flush), in the simulator
@@ -136,5 +143,6 @@ std::string_view ToString(Recompute v);
 std::string_view ToString(GradReduceDtype v);
 std::string_view ToString(DpSync v);
 std::string_view ToString(CrossEntropy v);
+std::string_view ToString(MasterWeights v);
 
 }  // namespace pipetwin::models

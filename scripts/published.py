@@ -65,6 +65,7 @@ def read_run(path):
         raise SystemExit("%s: published.split: must be fit or test" % path)
     job = yaml.safe_load(text)
     return {"path": path, "meta": meta, "device": job["cluster"]["device"],
+            "precision": (job.get("training") or {}).get("precision", "bf16"),
             "gpus": job["parallel"].get("pp", 1) * job["parallel"].get("dp", 1)
             * job["parallel"].get("tp", 1) * job["parallel"].get("cp", 1)}
 

@@ -3,7 +3,8 @@
 # parallelism (cp > 1) is not in the CPU executor: `run` and `simulate` (cluster.device: cpu)
 # both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather or a2a
 # (its CP is ring attention), naming parallel.cp_comm; `run` refuses training.precision: fp8
-# (simulated only), naming it. cp 2 without either still simulates.
+# (simulated only), naming it, and training.master_weights: remainders (Apex's, simulated on GPU
+# devices only) in `run` and in `simulate` on the cpu device. cp 2 without either still simulates.
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
@@ -42,6 +43,13 @@ sed "s/^training: {/training: {precision: fp8, /" "$jobs/cp2.yaml" >"$job"
 grep -q "precision: fp8" "$job" || { echo "FAIL could not write $job"; exit 1; }
 out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
 check "run, precision fp8" $? "$out" training.precision
+job=$tmp/remainders.yaml
+sed "s/^training: {/training: {master_weights: remainders, /" "$jobs/cp2.yaml" >"$job"
+grep -q "master_weights: remainders" "$job" || { echo "FAIL could not write $job"; exit 1; }
+out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
+check "run, master_weights remainders" $? "$out" training.master_weights
+out=$("$bin" simulate "$job" 2>&1)
+check "simulate (cpu device), master_weights remainders" $? "$out" training.master_weights
 if out=$("$bin" simulate "$jobs/cp2.yaml" 2>&1); then
   echo "ok   simulate cp 2 without recompute"
 else

@@ -145,6 +145,11 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
   ExpectError(
       "schedule: 1f1b\nmicrobatches: 8\n" + model + "cluster: {fabric: {rail_optimized: true}}\n",
       {"cluster.fabric", "unknown key 'rail_optimized'", "block_nodes, oversubscription"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + model +
+                  "training: {precision: fp16, master_weights: remainders}\n",
+              {"job.yaml:4:", "training.master_weights", "bf16 or fp8", "got precision: fp16"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + model + "training: {master_weights: half}\n",
+              {"training.master_weights", "fp32, remainders", "got 'half'"});
   ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
   ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
               {"optimizer_sync", "true or false"});
@@ -454,6 +459,8 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.execution.threads = 3;
   c.parallel.cp_comm = ParallelConfig::CpComm::kAllGather;
   c.training.precision = models::Precision::kFp8;
+  c.cluster.device.fp8_gemm_factor = 0.8;
+  c.training.master_weights = models::MasterWeights::kRemainders;
   const std::string text = WriteJobConfig(c, "round trip");
   auto c2 = ParseJobConfig(text, path);
   ASSERT_TRUE(c2.ok()) << c2.error().message << "\n" << text;
@@ -471,6 +478,9 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
   EXPECT_EQ(c2->cluster.fabric.block_nodes, 384);
   EXPECT_EQ(c2->cluster.fabric.oversubscription, 7);
+  EXPECT_EQ(c2->cluster.device.fp8_gemm_factor, 0.8);
+  EXPECT_EQ(c2->training.master_weights, models::MasterWeights::kRemainders);
+  EXPECT_EQ(c2->cluster.device.gemm_efficiency, c.cluster.device.gemm_efficiency);
   // A value outside the choice names the key and what is allowed.
   const std::string wrong = "training: {zero3_nics: rail}";
   auto w = ParseJobConfig(

@@ -247,7 +247,8 @@ TEST(ClusterTest, ComputeOverridesKeepTheKernelOverhead) {
   EXPECT_NEAR(t0(b), 5e-6, 1e-12);
   // Bad values name the key and exit with status 2.
   for (const char* bad : {"{compute: {gemm_efficiency: 1.5}}", "{compute: {gemm_eff: 0.5}}",
-                          "{compute: {hbm_efficiency: fast}}"}) {
+                          "{compute: {hbm_efficiency: fast}}", "{compute: {fp8_gemm_factor: 0}}",
+                          "{compute: {fp8_gemm_factor: 1.2}}"}) {
     auto e = ParseClusterConfig(YAML::Load(bad), f, 8);
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.error().exit_status(), 2);

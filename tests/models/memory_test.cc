@@ -38,6 +38,23 @@ TEST(MemoryTest, OptimizersDiffer) {
   EXPECT_EQ(ModelStateBytes(psi, t, 0, 1).total(), 16 * psi);
 }
 
+// Apex's store_param_remainders (training.master_weights: remainders): the fp32 master copy is
+// the bf16 weight plus 16 low bits, so Adam keeps 2 + 4 + 4 = 10 bytes a parameter, not 12.
+// ZeRO-1 over N: 4 Psi + 10 Psi / N; the optimizer step moves 2 + 2 * 10 + 2 = 24 bytes.
+TEST(MemoryTest, MasterWeightRemaindersKeepTwoBytesOfTheMasterCopy) {
+  const std::int64_t psi = 7'500'000'000, n = 64;
+  TrainingConfig t;
+  t.master_weights = MasterWeights::kRemainders;
+  EXPECT_EQ(ModelStateBytes(psi, t, 0, 64).optimizer, 10 * psi);
+  EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).total(), 4 * psi + 10 * psi / n);
+  EXPECT_EQ(ModelStateBytes(psi, t, 3, 64).total(), 14 * psi / n);
+  EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 24 * 1000.0);
+  // The parameters and gradients themselves do not change.
+  TrainingConfig full;
+  EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).params, ModelStateBytes(psi, full, 1, 64).params);
+  EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).grads, ModelStateBytes(psi, full, 1, 64).grads);
+}
+
 TEST(MemoryTest, OptimizerStepTraffic) {
   TrainingConfig t;
   EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 28 * 1000.0);  // 2 + 2*12 + 2

@@ -19,7 +19,8 @@ same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/publi
 keys) removed, so that they take their defaults: what a job file written without them, as
 someone else's would be, gets. `--without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit`
 strips the keys pipetwin added beyond the issue's overlap flags that its jobs use (the FSDP
-jobs then read as DeepSpeed's stage 3, the default).
+jobs then read as DeepSpeed's stage 3, the default). --only PREFIX[,PREFIX...] keeps the runs
+whose path under examples/published/ starts with one of them (e.g. `korthikanti2022/`).
 """
 import glob
 import json
@@ -94,17 +95,19 @@ def simulate(pipetwin, path, tmp):
 
 
 def main(argv):
-    without = []
-    if len(argv) == 4 and argv[2] == "--without":
-        without = [k for k in argv[3].split(",") if k]
-        argv = argv[:2]
-    if len(argv) != 2:
+    without, only = [], []
+    args = argv[2:]
+    while len(args) >= 2 and args[0] in ("--without", "--only"):
+        (without if args[0] == "--without" else only).extend(k for k in args[1].split(",") if k)
+        args = args[2:]
+    if len(argv) < 2 or args:
         print(__doc__, file=sys.stderr)
         return 2
     pipetwin = argv[1]
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    runs = [read_run(p) for p in
-            sorted(glob.glob(os.path.join(root, "examples", "published", "*", "*.yaml")))]
+    base = os.path.join(root, "examples", "published")
+    runs = [read_run(p) for p in sorted(glob.glob(os.path.join(base, "*", "*.yaml")))
+            if not only or os.path.relpath(p, base).startswith(tuple(only))]
     with tempfile.TemporaryDirectory() as tmp:
         for r in runs:
             path = strip_keys(r["path"], without, tmp) if without else r["path"]

@@ -263,7 +263,8 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
   if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P) {
     return cfg.source.At("parallel.cp_comm",
                          "the CPU executor's context parallelism is ring attention (p2p); "
-                         "all_gather and a2a are simulated only: use cp_comm: p2p with `run`");
+                         "all_gather, a2a and a2a+p2p are simulated only: use cp_comm: p2p with "
+                         "`run`");
   }
   if (par.cp > 1 && cfg.training.recompute != models::Recompute::kNone) {
     return cfg.source.At("training.recompute",

@@ -25,7 +25,8 @@ std::vector<std::string> ScheduleNames() {
 }
 
 Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p) {
-  if (auto s = f.CheckKeys(n, "parallel", {"pp", "vpp", "dp", "tp", "sp", "cp", "cp_comm", "zero"});
+  if (auto s = f.CheckKeys(n, "parallel",
+                           {"pp", "vpp", "dp", "tp", "sp", "cp", "cp_comm", "cp_a2a", "zero"});
       !s) {
     return s;
   }
@@ -56,11 +57,26 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
     }
   }
   if (n["cp_comm"]) {
-    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather", "a2a"});
+    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather", "a2a", "a2a+p2p"});
     if (!v) return v.error();
     p->cp_comm = *v == "all_gather" ? ParallelConfig::CpComm::kAllGather
                  : *v == "a2a"      ? ParallelConfig::CpComm::kAllToAll
+                 : *v == "a2a+p2p"  ? ParallelConfig::CpComm::kAllToAllP2P
                                     : ParallelConfig::CpComm::kP2P;
+  }
+  const bool hierarchical = p->cp_comm == ParallelConfig::CpComm::kAllToAllP2P;
+  if (n["cp_a2a"]) {
+    if (!hierarchical) {
+      return f.At(n["cp_a2a"], "parallel.cp_a2a",
+                  "only with cp_comm: a2a+p2p (the size of its all-to-all level)");
+    }
+    auto v = f.Int(n["cp_a2a"], "parallel.cp_a2a", 2, 1024);
+    if (!v) return v.error();
+    p->cp_a2a = static_cast<int>(*v);
+  } else if (hierarchical) {
+    return f.At(n["cp_comm"], "parallel.cp_a2a",
+                "required with cp_comm: a2a+p2p: the size of the all-to-all level (Megatron-Core's "
+                "first --hierarchical-context-parallel-sizes), 2 <= cp_a2a < cp, dividing cp");
   }
   return OkStatus();
 }

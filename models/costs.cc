@@ -34,15 +34,26 @@ Status CheckSharding(const ParallelConfig& p, const ModelConfig& m) {
   if (m.kv_heads % p.tp != 0) return must_divide("tp", p.tp, "model.kv_heads", m.kv_heads);
   if (m.ffn_hidden % p.tp != 0) return must_divide("tp", p.tp, "model.ffn_hidden", m.ffn_hidden);
   if (m.seq_len % p.cp != 0) return must_divide("cp", p.cp, "model.seq_len", m.seq_len);
-  // Ulysses shards the heads of each TP rank over cp (TransformerEngine requires both).
-  if (p.cp > 1 && p.cp_comm == ParallelConfig::CpComm::kAllToAll) {
+  // a2a+p2p: an all-to-all level of cp_a2a ranks, a ring over the cp / cp_a2a groups.
+  const bool hierarchical = p.cp > 1 && p.cp_comm == ParallelConfig::CpComm::kAllToAllP2P;
+  if (hierarchical && (p.cp_a2a < 2 || p.cp_a2a >= p.cp || p.cp % p.cp_a2a != 0)) {
+    return Error::BadInput("parallel.cp_a2a (" + Str(p.cp_a2a) + ") must divide parallel.cp (" +
+                           Str(p.cp) +
+                           ") and lie in [2, cp): the all-to-all level of cp_comm: a2a+p2p");
+  }
+  // Ulysses shards the heads of each TP rank over its all-to-all group (TransformerEngine
+  // requires both).
+  if (p.cp > 1 && (p.cp_comm == ParallelConfig::CpComm::kAllToAll || hierarchical)) {
+    const int a2a = hierarchical ? p.cp_a2a : p.cp;
+    const std::string what = hierarchical ? "cp_a2a" : "cp";
     for (const auto& [key, heads] :
          {std::pair{"model.heads", m.heads}, std::pair{"model.kv_heads", m.kv_heads}}) {
-      if ((heads / p.tp) % p.cp != 0) {
-        return Error::BadInput("parallel.cp_comm: a2a splits each tensor-parallel rank's " +
-                               std::string(key) + " (" + Str(heads) + " / tp " + Str(p.tp) + " = " +
-                               Str(heads / p.tp) + ") over cp (" + Str(p.cp) +
-                               "), which must divide it: use cp_comm: p2p or all_gather");
+      if ((heads / p.tp) % a2a != 0) {
+        return Error::BadInput(
+            "parallel.cp_comm: " + std::string(hierarchical ? "a2a+p2p" : "a2a") +
+            " splits each tensor-parallel rank's " + std::string(key) + " (" + Str(heads) +
+            " / tp " + Str(p.tp) + " = " + Str(heads / p.tp) + ") over " + what + " (" + Str(a2a) +
+            "), which must divide it: use cp_comm: p2p or all_gather");
       }
     }
   }
@@ -97,9 +108,11 @@ struct Context {
   Topology topo;
   GroupShape tp_group, cp_group, dp_group;  // dp_group: dp x cp (gradients reduce together)
   ParallelConfig::CpComm cp_comm;           // parallel.cp_comm
-  double e;                                 // element bytes
-  double tokens;                            // per rank
-  double act_bytes;                         // one full-width activation of the rank's tokens: e T h
+  // a2a+p2p: the all-to-all level (cp_a2a consecutive CP ranks) and the ring over the others.
+  GroupShape cp_a2a_group, cp_ring_group;
+  double e;          // element bytes
+  double tokens;     // per rank
+  double act_bytes;  // one full-width activation of the rank's tokens: e T h
 };
 
 // The K and V of the rank's tokens and heads: what context parallelism passes or gathers.
@@ -236,6 +249,7 @@ LayerTimes DecoderLayer(const Context& c) {
   // the whole sequence gathered before the attention, in series; the backward gathers them
   // again and reduce-scatters dK and dV after it. A rank sends the same 3 (cp - 1) blocks.
   double cp_f = 0, cp_b = 0;
+  double cp_ring_f = 0, cp_ring_b = 0;  // a2a+p2p: its ring's transfers (cp_f, cp_b: its a2a)
   if (c.sh.cp > 1) {
     const double kv = CpKvBytes(c);
     const double steps = c.sh.cp - 1;
@@ -260,6 +274,25 @@ LayerTimes DecoderLayer(const Context& c) {
         cp_b = cp_f;
         lt.cp_forward_bytes = BytesSentPerRank(Collective::kAllToAll, 2 * q + kv, c.sh.cp);
         lt.cp_bytes = 2 * lt.cp_forward_bytes;
+        break;
+      }
+      case ParallelConfig::CpComm::kAllToAllP2P: {
+        // The all-to-alls of a2a over the cp_a2a group (in series), then ring attention over
+        // the cp / cp_a2a groups: each of its rank holds s / rings tokens of heads / cp_a2a,
+        // so a block of K and V is still kv bytes, passed rings - 1 times (overlapped).
+        const double q = CpQBytes(c);
+        const int a = c.cp_a2a_group.size, rings = c.cp_ring_group.size;
+        auto a2a = [&c](double bytes) {
+          return CollectiveMs(Collective::kAllToAll, bytes, c.cp_a2a_group, c.topo);
+        };
+        cp_f = 2 * a2a(q) + 2 * a2a(kv / 2);
+        cp_b = cp_f;
+        cp_ring_f = (rings - 1) * CollectiveMs(Collective::kSendRecv, kv, c.cp_ring_group, c.topo);
+        cp_ring_b =
+            (rings - 1) * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_ring_group, c.topo);
+        const double a2a_bytes = BytesSentPerRank(Collective::kAllToAll, 2 * q + kv, a);
+        lt.cp_forward_bytes = a2a_bytes + (rings - 1) * kv;
+        lt.cp_bytes = 2 * a2a_bytes + (rings - 1) * 3 * kv;
         break;
       }
       case ParallelConfig::CpComm::kP2P:
@@ -301,10 +334,12 @@ LayerTimes DecoderLayer(const Context& c) {
     tp_i = i_exposed;
   }
   // The ring overlaps its transfers with the attention blocks; a gather or an all-to-all
-  // must finish first.
+  // must finish first (a2a+p2p: its all-to-alls in series, then its ring beside the blocks).
   const bool in_series = c.cp_comm != ParallelConfig::CpComm::kP2P;
-  const double attn_f_total = in_series ? attn_f + cp_f : std::max(attn_f, cp_f);
-  const double attn_b_total = in_series ? attn_b + cp_b : std::max(attn_b, cp_b);
+  const double attn_f_total =
+      in_series ? cp_f + std::max(attn_f, cp_ring_f) : std::max(attn_f, cp_f);
+  const double attn_b_total =
+      in_series ? cp_b + std::max(attn_b, cp_ring_b) : std::max(attn_b, cp_b);
   lt.f_cp = attn_f_total - attn_f;
   lt.i_cp = attn_b_total - attn_b;
 
@@ -391,7 +426,7 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
       par.cp_comm != ParallelConfig::CpComm::kP2P) {
     return Error::BadInput(
         "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
-        "all_gather and a2a are not in it (cluster.device: cpu): use cp_comm: p2p");
+        "all_gather, a2a and a2a+p2p are not in it (cluster.device: cpu): use cp_comm: p2p");
   }
   if (in.cluster.device.name == "cpu" && in.training.master_weights != MasterWeights::kFp32) {
     return Error::BadInput(
@@ -442,9 +477,16 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
             layout.WorstShape(Dim::kCp, gpn),
             layout.WorstShape(Dim::kDp, Dim::kCp, gpn),
             par.cp_comm,
+            GroupShape{},
+            GroupShape{},
             0,
             0,
             0};
+  if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
+    const int a = par.cp_a2a, rings = par.cp / par.cp_a2a;
+    c.cp_a2a_group = layout.WorstSubShape(Dim::kCp, a, 1, gpn);
+    c.cp_ring_group = layout.WorstSubShape(Dim::kCp, rings, a, gpn);
+  }
   c.e = jc.training.element_bytes();
   c.tokens = TokensPerRank(jc.model, jc.training.micro_batch, c.sh);
   c.act_bytes = c.e * c.tokens * jc.model.hidden;
@@ -675,6 +717,9 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
         break;
       case ParallelConfig::CpComm::kAllToAll:  // the head-sharded Q, K, V and output
         buffers += 2 * CpQBytes(j.c) + kv;
+        break;
+      case ParallelConfig::CpComm::kAllToAllP2P:  // both: a2a's buffers and the ring's blocks
+        buffers += 2 * CpQBytes(j.c) + kv + 2 * kv * 2;
         break;
       case ParallelConfig::CpComm::kP2P:
         buffers += 2 * kv * 2;

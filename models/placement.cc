@@ -223,6 +223,33 @@ GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
   return worst;
 }
 
+GroupShape RankLayout::WorstSubShape(Dim d, int size, int step, int gpus_per_node) const {
+  GroupShape worst;
+  worst.size = size;
+  worst.ranks_per_node = size;
+  std::array<int, 4> count = size_;
+  count[Index(d)] = 1;
+  const std::vector<char> bases = Residues(count, stride_, gpus_per_node);
+  std::vector<int> nodes;
+  nodes.reserve(static_cast<std::size_t>(size));
+  // The groups start at the coordinates c0 whose block index (c0 / step) is a multiple of size.
+  for (int c0 = 0; c0 < Size(d); ++c0) {
+    if ((c0 / step) % size != 0) continue;
+    for (int base = 0; base < gpus_per_node; ++base) {
+      if (!bases[static_cast<std::size_t>(base)]) continue;
+      nodes.clear();
+      for (int i = 0; i < size; ++i) {
+        nodes.push_back((base + (c0 + i * step) * Stride(d)) / gpus_per_node);
+      }
+      const GroupShape g = ShapeOfNodes(nodes);
+      worst.nodes = std::max(worst.nodes, g.nodes);
+      worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
+      worst.node_span = std::max(worst.node_span, g.node_span);
+    }
+  }
+  return worst;
+}
+
 bool RankLayout::NeighboursSpanNodes(Dim d, int gpus_per_node) const {
   if (Size(d) < 2) return false;
   std::array<int, 4> count = size_;

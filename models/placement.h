@@ -67,6 +67,10 @@ class RankLayout {
   // The same for the group along two dimensions at once (e.g. dp x cp, which reduce
   // gradients together).
   GroupShape WorstShape(Dim a, Dim b, int gpus_per_node) const;
+  // The worst of the groups that split d into groups of `size` coordinates `step` apart
+  // ({c0 + i * step}, i < size): step 1, the consecutive blocks; step = Size(d) / size, the
+  // ranks one from each block. size * step must divide Size(d).
+  GroupShape WorstSubShape(Dim d, int size, int step, int gpus_per_node) const;
   // Whether any rank and its next neighbour along d (e.g. adjacent pipeline stages) sit on
   // different nodes.
   bool NeighboursSpanNodes(Dim d, int gpus_per_node) const;

@@ -22,10 +22,14 @@ struct ParallelConfig {
   // kAllGather, K and V all-gathered before the attention and dK, dV reduce-scattered after
   // it, in series (Llama 3's CP, TransformerEngine's all_gather); kAllToAll, DeepSpeed-Ulysses
   // (TransformerEngine's a2a): Q, K and V all-to-all'd from a sequence shard to a head shard
-  // before the attention and its output back after it, in series.
-  enum class CpComm { kP2P, kAllGather, kAllToAll };
+  // before the attention and its output back after it, in series; kAllToAllP2P, the two
+  // levels of Megatron-Core's --hierarchical-context-parallel-sizes (TransformerEngine's
+  // a2a+p2p): an all-to-all over the innermost cp_a2a ranks, then ring attention over the
+  // cp / cp_a2a groups that it leaves.
+  enum class CpComm { kP2P, kAllGather, kAllToAll, kAllToAllP2P };
   CpComm cp_comm = CpComm::kP2P;
-  int zero = 0;  // ZeRO stage 0..3
+  int cp_a2a = 0;  // a2a+p2p: the all-to-all level's size (2 <= cp_a2a < cp, dividing cp)
+  int zero = 0;    // ZeRO stage 0..3
   int WorldSize() const { return pp * dp * tp * cp; }
 };
 

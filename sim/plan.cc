@@ -452,6 +452,7 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
                                                       .sp = seq,
                                                       .cp = cp,
                                                       .cp_comm = plan.job.parallel.cp_comm,
+                                                      .cp_a2a = plan.job.parallel.cp_a2a,
                                                       .zero = zero};
                           r.micro_batch = mb;
                           r.recompute = rc;
@@ -629,6 +630,10 @@ nlohmann::ordered_json JobJson(const JobConfig& c, int microbatches) {
                    {"sp", p.sp}, {"cp", p.cp},   {"zero", p.zero}};
   if (p.cp_comm == ParallelConfig::CpComm::kAllGather) j["parallel"]["cp_comm"] = "all_gather";
   if (p.cp_comm == ParallelConfig::CpComm::kAllToAll) j["parallel"]["cp_comm"] = "a2a";
+  if (p.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
+    j["parallel"]["cp_comm"] = "a2a+p2p";
+    j["parallel"]["cp_a2a"] = p.cp_a2a;
+  }
   j["model"] = {{"name", m.name},     {"layers", m.layers},
                 {"hidden", m.hidden}, {"ffn_hidden", m.ffn_hidden},
                 {"heads", m.heads},   {"kv_heads", m.kv_heads},

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cp_recompute_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: activation recomputation with context
 # parallelism (cp > 1) is not in the CPU executor: `run` and `simulate` (cluster.device: cpu)
-# both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather or a2a
-# (its CP is ring attention), naming parallel.cp_comm; `run` refuses training.precision: fp8
+# both exit 2 with a message naming training.recompute; so does parallel.cp_comm: all_gather, a2a
+# or a2a+p2p (its CP is ring attention), naming parallel.cp_comm; `run` refuses training.precision: fp8
 # (simulated only), naming it, and training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) in `run` and in `simulate` on the cpu device. cp 2 without either still simulates.
 set -u
@@ -38,6 +38,14 @@ for comm in all_gather a2a; do
   out=$("$bin" simulate "$job" 2>&1)
   check "simulate cp 2, cp_comm $comm" $? "$out" parallel.cp_comm
 done
+# a2a+p2p at cp 4 (two levels of 2): four ranks, refused before anything runs.
+job=$tmp/cp4-a2a-p2p.yaml
+sed "s/^parallel: {/parallel: {cp_comm: a2a+p2p, cp_a2a: 2, /; s/cp: 2}/cp: 4}/" "$jobs/cp2.yaml" >"$job"
+grep -q "cp: 4}" "$job" || { echo "FAIL could not write $job"; exit 1; }
+out=$("$mpiexec" --oversubscribe -np 4 "$bin" run "$job" --backend cpu 2>&1)
+check "run cp 4, cp_comm a2a+p2p" $? "$out" parallel.cp_comm
+out=$("$bin" simulate "$job" 2>&1)
+check "simulate cp 4, cp_comm a2a+p2p" $? "$out" parallel.cp_comm
 job=$tmp/fp8.yaml
 sed "s/^training: {/training: {precision: fp8, /" "$jobs/cp2.yaml" >"$job"
 grep -q "precision: fp8" "$job" || { echo "FAIL could not write $job"; exit 1; }

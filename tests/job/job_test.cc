@@ -114,6 +114,19 @@ TEST(Job, CpCommA2aRoundTrips) {
   auto c2 = ParseJobConfig(text, "job.yaml");
   ASSERT_TRUE(c2.ok()) << c2.error().message;
   EXPECT_EQ(c2->parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
+  // a2a+p2p carries the size of its all-to-all level.
+  auto h = ParseJobConfig(
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 8, cp_comm: a2a+p2p, cp_a2a: 2}\n"
+      "costs: {forward_ms: 1}\n",
+      "job.yaml");
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ(h->parallel.cp_comm, ParallelConfig::CpComm::kAllToAllP2P);
+  EXPECT_EQ(h->parallel.cp_a2a, 2);
+  const std::string htext = WriteJobConfig(*h, "round trip");
+  auto h2 = ParseJobConfig(htext, "job.yaml");
+  ASSERT_TRUE(h2.ok()) << h2.error().message << "\n" << htext;
+  EXPECT_EQ(h2->parallel.cp_comm, ParallelConfig::CpComm::kAllToAllP2P);
+  EXPECT_EQ(h2->parallel.cp_a2a, 2);
 }
 
 TEST(Job, BadValuesNameFileKeyAndRule) {
@@ -137,7 +150,12 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {tp: 1, sp: true}\n" + costs,
               {"parallel.sp", "needs tp"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 2, cp_comm: ring}\n" + costs,
-              {"parallel.cp_comm", "p2p, all_gather, a2a", "got 'ring'"});
+              {"parallel.cp_comm", "p2p, all_gather, a2a, a2a+p2p", "got 'ring'"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 8, cp_comm: a2a+p2p}\n" + costs,
+              {"job.yaml:3:", "parallel.cp_a2a", "required with cp_comm: a2a+p2p"});
+  ExpectError(
+      "schedule: 1f1b\nmicrobatches: 8\nparallel: {cp: 8, cp_comm: a2a, cp_a2a: 2}\n" + costs,
+      {"parallel.cp_a2a", "only with cp_comm: a2a+p2p"});
   const std::string model = "model: {preset: tiny}\n";
   ExpectError(
       "schedule: 1f1b\nmicrobatches: 8\n" + model + "cluster: {fabric: {oversubscription: 0.5}}\n",

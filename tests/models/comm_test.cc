@@ -170,6 +170,34 @@ TEST(PlacementTest, WorstShapeGivesTheNodeSpan) {
   EXPECT_EQ(meta.WorstShape(Dim::kTp, 8).node_span, 1);
 }
 
+// a2a+p2p's two levels of a CP group of 8 at tp 2 (CP ranks 2 apart) on nodes of 8: the
+// all-to-all pairs {0, 2}, {4, 6}, ... stay on a node; the rings {0, 4, 8, 12} and
+// {2, 6, 10, 14} take two ranks on each of two nodes. Checked against the ranks themselves.
+TEST(PlacementTest, WorstSubShapeSplitsAGroupIntoBlocksAndStrides) {
+  ParallelConfig p;
+  p.tp = 2;
+  p.cp = 8;
+  p.dp = 2;
+  const RankLayout l(p);
+  const GroupShape inner = l.WorstSubShape(Dim::kCp, 2, 1, 8);
+  EXPECT_EQ(inner.size, 2);
+  EXPECT_EQ(inner.nodes, 1);
+  EXPECT_EQ(inner.ranks_per_node, 2);
+  const GroupShape outer = l.WorstSubShape(Dim::kCp, 4, 2, 8);
+  EXPECT_EQ(outer.size, 4);
+  EXPECT_EQ(outer.nodes, 2);
+  EXPECT_EQ(outer.ranks_per_node, 2);
+  EXPECT_EQ(outer.node_span, 2);
+  const std::vector<int> cp0 = l.Group(Dim::kCp, {});
+  ASSERT_EQ(cp0.size(), 8u);
+  EXPECT_EQ(cp0[0] / 8, cp0[1] / 8);  // an all-to-all pair on one node
+  EXPECT_EQ(cp0[0] / 8, cp0[2] / 8);  // ring: 0 and 4 on node 0, 8 and 12 on node 1
+  EXPECT_NE(cp0[0] / 8, cp0[4] / 8);
+  // The whole group of 8 spans the same two nodes, four ranks on each.
+  EXPECT_EQ(l.WorstShape(Dim::kCp, 8).nodes, 2);
+  EXPECT_EQ(l.WorstShape(Dim::kCp, 8).ranks_per_node, 4);
+}
+
 TEST(PlacementTest, MegatronOrderRoundTrip) {
   ParallelConfig p;
   p.pp = 4;

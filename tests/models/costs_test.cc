@@ -340,6 +340,51 @@ TEST(CostsTest, CpAllToAllShardsTheHeadsInSeriesWithTheAttention) {
       << gqa.error().message;
 }
 
+// cp_comm: a2a+p2p (Megatron-Core's hierarchical CP): the four all-to-alls of a2a over the
+// cp_a2a innermost CP ranks, in series with the attention, then ring attention over the
+// cp / cp_a2a groups beside it. At cp 8 = 2 x 4 on one node and a 32,768-token sequence the
+// attention outlasts the ring, so only the all-to-alls are exposed: 4 calls of
+// (2 - 1) alpha + q / 2 / B each way. A rank sends (2 - 1) / 2 of 2q + K + V each way, and the
+// ring's 3 blocks of K and V (2q) forward and of K, V, dK, dV backward: 4q + 18q a layer.
+TEST(CostsTest, CpA2aP2pRunsItsAllToAllsInSeriesAndItsRingBesideTheAttention) {
+  auto job = [](const std::string& comm, const std::string& extra) {
+    return "schedule: 1f1b\nparallel: {pp: 1, cp: 8, cp_comm: " + comm +
+           "}\nmodel: {preset: gpt3-1.3b, seq_len: 32768" + extra +
+           "}\ntraining: {global_batch: 1, micro_batch: 1, recompute: none, flash_attention: "
+           "true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> h = Costs(job("a2a+p2p, cp_a2a: 2", ""), 1);
+  Expected<JobCosts> ring = Costs(job("p2p", ""), 1);
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  ASSERT_TRUE(ring.ok()) << ring.error().message;
+  const StageCost &s = h->stages[0], &r = ring->stages[0];
+  const int cp = 8, a = 2, layers = 24;
+  const double q = 2.0 * (32768 / cp) * 2048;  // bf16 Q of the rank's tokens; K and V the same
+  const Link& l = h->cluster.intra;
+  const double call = 1e3 * ((a - 1) * l.latency_s + (a - 1.0) / a * q / l.bandwidth_bytes_per_s);
+  EXPECT_NEAR(s.forward_cp_comm_ms, layers * 4 * call, 1e-9);
+  EXPECT_NEAR(s.backward_cp_comm_ms, layers * 4 * call, 1e-9);
+  // The ring of p2p hides under the same attention: a2a+p2p costs its all-to-alls more.
+  EXPECT_NEAR(r.forward_cp_comm_ms, 0, 1e-12);
+  EXPECT_NEAR(s.forward_ms - r.forward_ms, layers * 4 * call, 1e-9);
+  EXPECT_NEAR(s.backward_input_ms - r.backward_input_ms, layers * 4 * call, 1e-9);
+  EXPECT_NEAR(static_cast<double>(s.cp_bytes_per_microbatch), layers * (4 + 18) * q, 1);
+  EXPECT_NEAR(static_cast<double>(r.cp_bytes_per_microbatch), layers * 3 * (cp - 1.0) * 2 * q, 1);
+  // cp_a2a must divide cp and stay below it; each TP rank's KV heads must split over cp_a2a.
+  for (const auto& [extra, want] :
+       {std::pair{std::string("a2a+p2p, cp_a2a: 3"), std::string("parallel.cp_a2a (3)")},
+        std::pair{std::string("a2a+p2p, cp_a2a: 8"), std::string("parallel.cp_a2a (8)")}}) {
+    Expected<JobCosts> bad = Costs(job(extra, ""), 1);
+    ASSERT_FALSE(bad.ok()) << extra;
+    EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
+  }
+  Expected<JobCosts> gqa = Costs(job("a2a+p2p, cp_a2a: 4", ", kv_heads: 2"), 1);
+  ASSERT_FALSE(gqa.ok());
+  EXPECT_NE(gqa.error().message.find("model.kv_heads (2 / tp 1 = 2) over cp_a2a (4)"),
+            std::string::npos)
+      << gqa.error().message;
+}
+
 // training.precision: fp8 (TransformerEngine's recipe): the decoder layers' GEMMs run at the
 // FP8 peak, twice bf16's on H100 (1,979 against 989 TFLOP/s), so each takes about half its
 // bf16 time (the same efficiency model, its per-GEMM overhead the same time); each GEMM's input is

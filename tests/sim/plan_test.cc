@@ -149,6 +149,27 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
   ASSERT_EQ(a2a->top.size(), 1u);
   EXPECT_EQ(a2a->top[0].job.parallel.tp, 1);
   EXPECT_EQ(a2a->top[0].job.parallel.cp_comm, ParallelConfig::CpComm::kAllToAll);
+  // a2a+p2p keeps its all-to-all level's size: at cp 4 (2 x 2) tp 1 splits the 8 KV heads over
+  // 2; cp 2 leaves no ring (cp_a2a must stay below cp) and is invalid under model. The
+  // emitted job reproduces under simulate.
+  auto h = RunPlan(Parse("schedule: 1f1b\nparallel: {cp_comm: a2a+p2p, cp_a2a: 2}\n"
+                         "model: {preset: llama3-8b, seq_len: 16384}\n"
+                         "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+                         "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
+                         "search: {tp: [1], pp: [1], cp: [2, 4], zero: [1]}\n"),
+                   {.top = 2, .threads = 1});
+  ASSERT_TRUE(h) << h.error().message;
+  EXPECT_EQ(h->invalid.at("model"), 1);
+  ASSERT_EQ(h->top.size(), 1u);
+  const PlanTop& top = h->top[0];
+  EXPECT_EQ(top.job.parallel.cp, 4);
+  EXPECT_EQ(top.job.parallel.cp_comm, ParallelConfig::CpComm::kAllToAllP2P);
+  EXPECT_EQ(top.job.parallel.cp_a2a, 2);
+  auto job = ParseJob(WriteJobConfig(top.job, "emitted"), "top.yaml");
+  ASSERT_TRUE(job) << job.error().message;
+  auto sim = Simulate(*job, SimulateOptions{});
+  ASSERT_TRUE(sim);
+  EXPECT_EQ(sim->report.iteration_time_ms, top.row.iteration_time_ms);
 }
 
 // search.rank_order: each layout in each order. On Llama 3's pods (384 nodes, 1:7) Megatron's

@@ -69,18 +69,16 @@ int CmdCalibrate(int argc, char** argv) {
   bool help = false;
   auto args = ParseCalibrate(argc, argv, &help);
   if (args && help) return 0;
-  // Before MPI starts: this process may become pipetwin-cuda (only with arguments that are
-  // valid: bad ones are reported here, exit 2, whatever the backend).
-  if (args) {
-    if (auto rc = HandOverBackend(argc, argv)) return *rc;
-  }
+  // A bad command line is said before MPI starts (exit 2, whatever the backend).
+  if (!args) return FailBeforeMpi(args.error());
+  // Before MPI starts: this process may become pipetwin-cuda.
+  if (auto rc = HandOverBackend(argc, argv)) return *rc;
   exec::MpiSession mpi;
   const int rank = mpi.rank();
   // Bad input is the same on every process: they agree on it first; one says it and exits 2,
   // every one leaves through MPI_Finalize (exec/mpi_util.h). Any later failure stops every rank.
   std::optional<ResolvedJob> job;
   const Status ready = [&]() -> Status {
-    if (!args) return args.error();
     auto loaded = LoadJobToExecute(args->job);
     if (!loaded) return loaded.error();
     job.emplace(std::move(*loaded));

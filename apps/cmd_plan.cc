@@ -13,7 +13,7 @@
 namespace pipetwin {
 namespace {
 
-Expected<int> PositiveInt(const Args& a, const char* option, int fallback) {
+Expected<int> PositiveInt(const Args& a, const char* option, int fallback, int max = 100000) {
   if (!a.Has(option)) return fallback;
   const std::string v = a.Get(option);
   std::size_t used = 0;
@@ -23,9 +23,9 @@ Expected<int> PositiveInt(const Args& a, const char* option, int fallback) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || x < 1 || x > 100000) {
-    return Error::BadInput(std::string("--") + option +
-                           ": must be an integer in [1, 100000], got '" + v + "'");
+  if (used != v.size() || x < 1 || x > max) {
+    return Error::BadInput(std::string("--") + option + ": must be an integer in [1, " +
+                           std::to_string(max) + "], got '" + v + "'");
   }
   return x;
 }
@@ -57,7 +57,7 @@ int CmdPlan(int argc, char** argv) {
   if (a->help) return 0;
   auto top = PositiveInt(*a, "top", 10);
   if (!top) return Fail(top.error());
-  auto threads = PositiveInt(*a, "threads", 0);
+  auto threads = PositiveInt(*a, "threads", 0, 1024);  // as execution.threads
   if (!threads) return Fail(threads.error());
   // Every output checked before the search: none is the plan file or another output.
   const std::string plan_path = a->positional[0];

@@ -21,6 +21,11 @@ int RunMain(int argc, char** argv);
 // Returns nothing when this program runs the backend itself; otherwise the exit status
 // (1, "built without CUDA" where pipetwin-cuda is absent; execv failed otherwise).
 std::optional<int> HandOverBackend(int argc, char** argv);  // handover.cc
+// A bad command line of `run` or `calibrate`, before MPI starts (argv is the same on every rank,
+// so there is nothing to agree on, and a broken MPI set-up cannot turn it into exit 1): the
+// launcher's rank 0, or a process without mpirun, says it and returns its exit status (2); the
+// other ranks return 0. handover.cc.
+int FailBeforeMpi(const Error& e);
 
 // The job `run` and `calibrate` execute: loaded and resolved, its execution.timeout_s sized
 // from the predicted step when the job leaves it out (sim/simulate.h). cmd_run.cc.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -416,10 +417,21 @@ Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& 
   return b;
 }
 
+// Runs `body` on `threads` threads (this one included); each body takes work from a shared
+// counter, so fewer threads only make it slower. A thread the system refuses (std::system_error:
+// out of threads or memory) is not an error: the ones already started, and this one, do the
+// work.
 template <typename F>
 void ParallelFor(int threads, F&& body) {
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(body);
+  pool.reserve(static_cast<std::size_t>(std::max(threads - 1, 0)));
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(body);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   body();
   for (std::thread& th : pool) th.join();
 }
@@ -475,6 +487,9 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   res.rows = Enumerate(plan);
   res.rank_orders = plan.search.rank_order.size() > 1;
   const std::size_t n = res.rows.size();
+  // No more threads than layouts: each would find no work.
+  res.threads = static_cast<int>(
+      std::min<std::size_t>(static_cast<std::size_t>(res.threads), std::max<std::size_t>(n, 1)));
   Context ctx{
       plan.job, {}, {}, std::vector<int>(n, -1), std::vector<std::shared_ptr<const Shape>>(n)};
 

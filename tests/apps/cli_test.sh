@@ -180,6 +180,12 @@ expect 2 "plan: expected exactly one plan file" -- plan
 expect 2 "cannot open the plan file" -- plan "$dir/missing.yaml"
 expect 2 "--top: must be an integer" -- plan "$src/examples/plan/gpt3-175b.yaml" --top 0
 expect 2 "--threads: must be an integer" -- plan "$src/examples/plan/gpt3-175b.yaml" --threads x
+# More threads than the machine gives a process are refused up front (cli-mutate found 4097
+# ending in std::terminate when thread creation failed); the plan's four layouts take 4 threads.
+expect 2 "--threads: must be an integer in \[1, 1024\], got '4097'" -- plan \
+  "$src/examples/plan/gpt3-175b.yaml" --threads 4097
+expect 0 "4 layouts evaluated in .* 4 threads" -- plan \
+  "$(job p0.yaml "${plan_head}search: {tp: [1, 2], pp: [1, 2]}\n")" --threads 1024
 expect 2 "search.tp: must be a non-empty list" -- plan "$(job p1.yaml "${plan_head}search: {tp: []}\n")"
 expect 2 "search.pp: must be an integer" -- plan "$(job p2.yaml "${plan_head}search: {pp: [0]}\n")"
 expect 2 "unknown key 'frob'" -- plan "$(job p3.yaml "${plan_head}search: {frob: [1]}\n")"

@@ -37,5 +37,9 @@ expect_once 2 "parallel.tp" run "$jobs/tp2.yaml" --backend sleep
 expect_once 6 "cannot open" run "$jobs/no-such-job.yaml" --backend cpu
 expect_once 6 "--backend" run "$jobs/1f1b.yaml" --backend abacus
 expect_once 6 "cannot open" calibrate "$jobs/no-such-job.yaml" --backend cpu --out "$dir/profile.yaml"
+# A bad command line: said by the launcher's rank 0 before MPI starts (every rank has the same
+# argv; a machine that cannot start MPI's daemon must not turn it into exit 1).
+expect_once 6 "expected exactly one job file" run --backend cpu
+expect_once 6 "unknown option --frob" calibrate "$jobs/1f1b.yaml" --frob 1
 [ "$bad" -eq 0 ] && echo PASS
 exit "$bad"

@@ -120,6 +120,21 @@ double CpKvBytes(const Context& c) { return c.e * c.tokens * 2 * c.m.kv_dim() / 
 // The Q (and, same size, the attention's output) of the rank's tokens and heads.
 double CpQBytes(const Context& c) { return c.e * c.tokens * c.m.hidden / c.sh.tp; }
 
+// DeepSpeed-Ulysses over `g`: Q, K and V each all-to-all'd from a sequence shard to a head
+// shard before the attention, its output back after it (the backward: the same four the other
+// way), in series; and what one rank sends of them one way, (n - 1) / n of 2Q + K + V.
+double UlyssesMs(const Context& c, const GroupShape& g) {
+  auto a2a = [&](double bytes) { return CollectiveMs(Collective::kAllToAll, bytes, g, c.topo); };
+  return 2 * a2a(CpQBytes(c)) + 2 * a2a(CpKvBytes(c) / 2);
+}
+double UlyssesBytes(const Context& c, int n) {
+  return BytesSentPerRank(Collective::kAllToAll, 2 * CpQBytes(c) + CpKvBytes(c), n);
+}
+// Ring attention over `g`: its size - 1 steps each pass a block of `bytes`.
+double RingMs(const Context& c, const GroupShape& g, double bytes) {
+  return (g.size - 1) * CollectiveMs(Collective::kSendRecv, bytes, g, c.topo);
+}
+
 double Tp(const Context& c, Collective k, double bytes) {
   return CollectiveMs(k, bytes, c.tp_group, c.topo);
 }
@@ -262,42 +277,29 @@ LayerTimes DecoderLayer(const Context& c) {
         lt.cp_forward_bytes = steps * kv;
         break;
       }
-      case ParallelConfig::CpComm::kAllToAll: {
-        // Q, K and V each all-to-all'd to a head shard before the attention, its output back
-        // after it; the backward the same four the other way (dO, then dQ, dK, dV). A rank
-        // sends (cp - 1) / cp of each.
-        const double q = CpQBytes(c);
-        auto a2a = [&c](double bytes) {
-          return CollectiveMs(Collective::kAllToAll, bytes, c.cp_group, c.topo);
-        };
-        cp_f = 2 * a2a(q) + 2 * a2a(kv / 2);
+      case ParallelConfig::CpComm::kAllToAll:  // Ulysses over the CP group
+        cp_f = UlyssesMs(c, c.cp_group);
         cp_b = cp_f;
-        lt.cp_forward_bytes = BytesSentPerRank(Collective::kAllToAll, 2 * q + kv, c.sh.cp);
+        lt.cp_forward_bytes = UlyssesBytes(c, c.sh.cp);
         lt.cp_bytes = 2 * lt.cp_forward_bytes;
         break;
-      }
       case ParallelConfig::CpComm::kAllToAllP2P: {
-        // The all-to-alls of a2a over the cp_a2a group (in series), then ring attention over
-        // the cp / cp_a2a groups: each of its rank holds s / rings tokens of heads / cp_a2a,
-        // so a block of K and V is still kv bytes, passed rings - 1 times (overlapped).
-        const double q = CpQBytes(c);
-        const int a = c.cp_a2a_group.size, rings = c.cp_ring_group.size;
-        auto a2a = [&c](double bytes) {
-          return CollectiveMs(Collective::kAllToAll, bytes, c.cp_a2a_group, c.topo);
-        };
-        cp_f = 2 * a2a(q) + 2 * a2a(kv / 2);
+        // Ulysses over the cp_a2a group (in series), then ring attention over the cp / cp_a2a
+        // groups: each of its ranks holds s / rings tokens of heads / cp_a2a, so a block of K
+        // and V is still kv bytes, passed rings - 1 times (overlapped).
+        const int rings = c.cp_ring_group.size;
+        cp_f = UlyssesMs(c, c.cp_a2a_group);
         cp_b = cp_f;
-        cp_ring_f = (rings - 1) * CollectiveMs(Collective::kSendRecv, kv, c.cp_ring_group, c.topo);
-        cp_ring_b =
-            (rings - 1) * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_ring_group, c.topo);
-        const double a2a_bytes = BytesSentPerRank(Collective::kAllToAll, 2 * q + kv, a);
+        cp_ring_f = RingMs(c, c.cp_ring_group, kv);
+        cp_ring_b = RingMs(c, c.cp_ring_group, 2 * kv);
+        const double a2a_bytes = UlyssesBytes(c, c.cp_a2a_group.size);
         lt.cp_forward_bytes = a2a_bytes + (rings - 1) * kv;
         lt.cp_bytes = 2 * a2a_bytes + (rings - 1) * 3 * kv;
         break;
       }
       case ParallelConfig::CpComm::kP2P:
-        cp_f = steps * CollectiveMs(Collective::kSendRecv, kv, c.cp_group, c.topo);
-        cp_b = steps * CollectiveMs(Collective::kSendRecv, 2 * kv, c.cp_group, c.topo);
+        cp_f = RingMs(c, c.cp_group, kv);
+        cp_b = RingMs(c, c.cp_group, 2 * kv);
         lt.cp_bytes = steps * 3 * kv;
         lt.cp_forward_bytes = steps * kv;
         break;

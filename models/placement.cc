@@ -194,6 +194,14 @@ std::vector<char> Residues(const std::array<int, 4>& count, const std::array<int
   return set;
 }
 
+// Folds group g into the worst seen so far: the most nodes, the fewest ranks per node, the
+// widest span.
+void Worsen(GroupShape& worst, const GroupShape& g) {
+  worst.nodes = std::max(worst.nodes, g.nodes);
+  worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
+  worst.node_span = std::max(worst.node_span, g.node_span);
+}
+
 }  // namespace
 
 GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
@@ -215,10 +223,7 @@ GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
         nodes.push_back((base + i * Stride(a) + j * Stride(b)) / gpus_per_node);
       }
     }
-    const GroupShape g = ShapeOfNodes(nodes);
-    worst.nodes = std::max(worst.nodes, g.nodes);
-    worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
-    worst.node_span = std::max(worst.node_span, g.node_span);
+    Worsen(worst, ShapeOfNodes(nodes));
   }
   return worst;
 }
@@ -241,10 +246,7 @@ GroupShape RankLayout::WorstSubShape(Dim d, int size, int step, int gpus_per_nod
       for (int i = 0; i < size; ++i) {
         nodes.push_back((base + (c0 + i * step) * Stride(d)) / gpus_per_node);
       }
-      const GroupShape g = ShapeOfNodes(nodes);
-      worst.nodes = std::max(worst.nodes, g.nodes);
-      worst.ranks_per_node = std::min(worst.ranks_per_node, g.ranks_per_node);
-      worst.node_span = std::max(worst.node_span, g.node_span);
+      Worsen(worst, ShapeOfNodes(nodes));
     }
   }
   return worst;

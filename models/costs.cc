@@ -430,6 +430,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
         "all_gather, a2a and a2a+p2p are not in it (cluster.device: cpu): use cp_comm: p2p");
   }
+  if (in.training.fp8_params && par.zero == 3) {
+    return Error::BadInput(
+        "training.fp8_params: FP8 primary weights are not sharded by ZeRO-3 (TransformerEngine "
+        "supports FSDP for its cached FP8 copies only, not for FP8 weights): use parallel.zero "
+        "0, 1 or 2, or fp8_params: false");
+  }
   if (in.cluster.device.name == "cpu" && in.training.master_weights != MasterWeights::kFp32) {
     return Error::BadInput(
         "training.master_weights: remainders is Apex's GPU optimizer; the CPU executor keeps "
@@ -706,6 +712,14 @@ void StageStateAndBuffers(const Shared& j, StageCost& sc) {
   const TrainingConfig& t = j.c.t;
   const StateBytes state = ModelStateBytes(sc.params, t, par.zero, j.n_dp);
   sc.param_bytes = state.params;
+  if (t.precision == Precision::kFp8) {
+    // The decoder layers' GEMM weights: 1 byte in FP8 with fp8_params (not under ZeRO-3); else
+    // bf16, and TransformerEngine caches an FP8 copy and its transpose beside each for the
+    // step's later microbatches (get_fp8_workspace, sharded like the weights under ZeRO-3).
+    const I64 gemm_w = I64{sc.layers} * DecoderLayerGemmWeightsPerRank(j.c.m, par.tp);
+    sc.param_bytes +=
+        t.fp8_params ? -gemm_w : 2 * (par.zero == 3 ? (gemm_w + j.n_dp - 1) / j.n_dp : gemm_w);
+  }
   sc.grad_bytes = state.grads;
   sc.optimizer_bytes = state.optimizer;
   const BytesPerParam bpp = StateBytesPerParam(t.precision, t.optimizer);
@@ -748,7 +762,12 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   const Overlap& ov = c.t.overlap;
   // The reduction's element size (training.grad_reduce_dtype), not the gradients' in memory.
   const double grad_full = static_cast<double>(sc.params) * c.t.grad_reduce_bytes();
-  const double param_full = static_cast<double>(sc.params) * bpp.params;
+  // ZeRO's parameter all-gather moves the GEMM weights in FP8 with fp8_params.
+  const double param_full =
+      static_cast<double>(sc.params) * bpp.params -
+      (c.t.fp8_params ? static_cast<double>(sc.layers) *
+                            static_cast<double>(DecoderLayerGemmWeightsPerRank(c.m, par.tp))
+                      : 0.0);
   // Buckets: one without overlap (Megatron-Core reduces everything at once), else
   // ceil(params / bucket) of equal size.
   const double bucket_elements =

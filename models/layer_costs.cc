@@ -147,11 +147,17 @@ ActivationInventory OutputActivations(const ModelConfig& m, const TrainingConfig
   return inv;
 }
 
+std::int64_t DecoderLayerGemmWeightsPerRank(const ModelConfig& m, int tp) {
+  const I64 h = m.hidden, f = m.ffn_hidden, kv = m.kv_dim(), t = tp;
+  const I64 fc1_out = m.mlp == Mlp::kGelu ? f : 2 * f;
+  return h * (h + 2 * kv) / t + h * h / t + h * fc1_out / t + f * h / t;
+}
+
 std::int64_t DecoderLayerParamsPerRank(const ModelConfig& m, int tp) {
   const I64 h = m.hidden, f = m.ffn_hidden, kv = m.kv_dim(), t = tp;
   const I64 qkv_out = h + 2 * kv;
   const I64 fc1_out = m.mlp == Mlp::kGelu ? f : 2 * f;
-  I64 p = h * qkv_out / t + h * h / t + h * fc1_out / t + f * h / t;
+  I64 p = DecoderLayerGemmWeightsPerRank(m, tp);
   if (m.bias) p += qkv_out / t + h + fc1_out / t + h;  // row-parallel biases replicated
   const I64 norm = m.norm == Norm::kLayerNorm ? 2 * h : h;
   return p + 2 * norm;

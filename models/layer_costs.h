@@ -87,6 +87,9 @@ ActivationInventory OutputActivations(const ModelConfig& m, const TrainingConfig
 // and the vocabulary-parallel embedding are split over tp; norms, row-parallel biases and
 // learned position embeddings are replicated.
 std::int64_t DecoderLayerParamsPerRank(const ModelConfig& m, int tp);
+// Of those, the weights of the layer's four GEMMs (qkv, attention output, fc1, fc2): what
+// TransformerEngine's FP8 recipe casts to FP8 (training.precision: fp8, fp8_params).
+std::int64_t DecoderLayerGemmWeightsPerRank(const ModelConfig& m, int tp);
 // ZeRO-3's unit on one TP rank (training.zero3_unit): a decoder layer, or its largest weight
 // matrix (what the memory must hold of a module-sized gather).
 std::int64_t Zero3UnitParams(const ModelConfig& m, const TrainingConfig& t, int tp);

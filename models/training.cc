@@ -91,11 +91,12 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s = f.CheckKeys(node, "training",
-                             {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
-                              "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
-                              "zero3_prefetch", "zero3_unit", "zero3_nics", "pipeline_engine",
-                              "cross_entropy", "dp_sync", "staleness", "master_weights"});
+  if (Status s =
+          f.CheckKeys(node, "training",
+                      {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
+                       "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
+                       "zero3_prefetch", "zero3_unit", "zero3_nics", "pipeline_engine",
+                       "cross_entropy", "dp_sync", "staleness", "master_weights", "fp8_params"});
       !s) {
     return s.error();
   }
@@ -214,6 +215,21 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
                   "precision: " +
                       std::string(ToString(t.precision)) +
                       ", optimizer: " + std::string(ToString(t.optimizer)));
+    }
+  }
+  if (const YAML::Node v = node["fp8_params"]) {
+    Expected<bool> x = f.Bool(v, "training.fp8_params");
+    if (!x) return x.error();
+    t.fp8_params = *x;
+    if (t.fp8_params && t.precision != Precision::kFp8) {
+      return f.At(v, "training.fp8_params",
+                  "true (GEMM weights held in FP8) needs precision: fp8, got precision: " +
+                      std::string(ToString(t.precision)));
+    }
+    if (t.fp8_params && t.master_weights == MasterWeights::kRemainders) {
+      return f.At(v, "training.fp8_params",
+                  "true keeps no bf16 weight for master_weights: remainders to complete (NeMo "
+                  "stores full fp32 master weights with fp8_params): use master_weights: fp32");
     }
   }
   return t;

@@ -6,7 +6,7 @@
 //                        tp_dgrad_reduce: true},
 //              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
 //              cross_entropy: unfused, dp_sync: stale, staleness: 2,
-//              master_weights: fp32}
+//              master_weights: fp32, fp8_params: false}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -112,6 +112,11 @@ struct TrainingConfig {
   DpSync dp_sync = DpSync::kSync;
   int staleness = 0;  // stale only: steps a worker may run ahead of the slowest
   MasterWeights master_weights = MasterWeights::kFp32;  // remainders: bf16 or fp8 with adam
+  // fp8 only: the decoder layers' GEMM weights are held in FP8 (TransformerEngine's FP8
+  // primary weights: Megatron-Core's --fp8-param-gather, NeMo's fp8_params): 1 byte each, and
+  // ZeRO's parameter all-gather moves them in FP8. false: they are bf16 and TransformerEngine
+  // keeps a cached FP8 copy and its transpose beside each (2 bytes more). models/README.md, FP8.
+  bool fp8_params = false;
 
   // Whether the DP gradient reductions wait for the rank's last backward (no
   // overlap.grad_reduce: Megatron-LM's reduction after the pipeline flush), in the simulator

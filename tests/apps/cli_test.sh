@@ -44,8 +44,14 @@ expect 2 "--format: must be compute_only, compute_comms or pipetwin" -- schedule
 expect 2 "--idle-cells: only with --format compute_only" -- schedule "$src/examples/schedules/1f1b.yaml" --format compute_comms --idle-cells
 
 # fp8 says that its GEMM efficiency is fitted, and how far held-out FP8 runs have been off.
-expect 0 "^note: fp8 GEMMs run at a fitted 0.90 of bf16's efficiency" -- simulate \
+expect 0 "^note: fp8 GEMMs run at 0.89 of bf16's efficiency .*fitted 0.89" -- simulate \
   "$(job fp8.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, precision: fp8}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n")"
+# ... and the factor the job runs at, when it sets its own.
+expect 0 "^note: fp8 GEMMs run at 0.75 of bf16's efficiency" -- simulate \
+  "$(job fp8own.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, precision: fp8, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1, compute: {fp8_gemm_factor: 0.75}}\n")"
+# fp8_params needs fp8.
+expect 2 "training.fp8_params.*needs precision: fp8, got precision: bf16" -- simulate \
+  "$(job fp8bad.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n")"
 # An oversubscribed fabric names the groups it slows: Llama 3's layout in Megatron's order puts
 # each pipeline's 16 nodes 128 apart across the 384-node pods (f = 0.375 at 1:7, a share of
 # 0.38); in Meta's order (tp-cp-pp-dp) nothing leaves a pod often enough to be slowed.

@@ -168,6 +168,16 @@ TEST(Job, BadValuesNameFileKeyAndRule) {
               {"job.yaml:4:", "training.master_weights", "bf16 or fp8", "got precision: fp16"});
   ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + model + "training: {master_weights: half}\n",
               {"training.master_weights", "fp32, remainders", "got 'half'"});
+  ExpectError(
+      "schedule: 1f1b\nmicrobatches: 8\n" + model +
+          "training: {precision: bf16, fp8_params: true}\n",
+      {"job.yaml:4:", "training.fp8_params", "needs precision: fp8", "got precision: bf16"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + model +
+                  "training: {precision: fp8, master_weights: remainders, fp8_params: true}\n",
+              {"job.yaml:4:", "training.fp8_params", "master_weights: fp32"});
+  ExpectError("schedule: 1f1b\nmicrobatches: 8\n" + model +
+                  "training: {precision: fp8, fp8_params: yes please}\n",
+              {"training.fp8_params"});
   ExpectError("schedule: 1f1b\nmicrobatches: [8\n", {"job.yaml:", "not valid YAML"});
   ExpectError("optimizer_sync: maybe\nschedule: 1f1b\nmicrobatches: 8\n" + costs,
               {"optimizer_sync", "true or false"});
@@ -499,6 +509,15 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->cluster.device.fp8_gemm_factor, 0.8);
   EXPECT_EQ(c2->training.master_weights, models::MasterWeights::kRemainders);
   EXPECT_EQ(c2->cluster.device.gemm_efficiency, c.cluster.device.gemm_efficiency);
+  // FP8 primary weights round-trip too (they need fp32 master weights).
+  c.training.master_weights = models::MasterWeights::kFp32;
+  c.training.fp8_params = true;
+  const std::string text8 = WriteJobConfig(c, "round trip");
+  auto c8 = ParseJobConfig(text8, path);
+  ASSERT_TRUE(c8.ok()) << c8.error().message << "\n" << text8;
+  EXPECT_TRUE(c8->training.fp8_params);
+  EXPECT_NE(text8.find("fp8_params: true"), std::string::npos);
+  EXPECT_EQ(WriteJobConfig(*c8, "round trip"), text8);
   // A value outside the choice names the key and what is allowed.
   const std::string wrong = "training: {zero3_nics: rail}";
   auto w = ParseJobConfig(

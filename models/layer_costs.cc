@@ -190,9 +190,11 @@ double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& 
   const double e = t.element_bytes();
   const double tokens = TokensPerRank(m, t.micro_batch, sh);
   double per_token = 0;
-  per_token += 2 * (2 * e * d.h / d.r);                       // two norms: read, write
-  per_token += 2 * (3 * e * d.h / d.r);                       // two residual adds: read 2, write 1
-  if (m.dropout) per_token += 2 * ((2 * e + 1) * d.h / d.r);  // read, write, mask
+  per_token += 2 * (2 * e * d.h / d.r);  // two norms: read, write
+  per_token += 2 * (3 * e * d.h / d.r);  // two residual adds: read 2, write 1
+  // The hidden dropout runs fused with the residual add (Megatron's bias_dropout_add_fused_train,
+  // on by default since 2020; NeMo's bias_dropout_add_fusion): it adds only its 1-byte mask.
+  if (m.dropout) per_token += 2 * (1 * d.h / d.r);
   per_token += e * (d.act_in + d.f) / d.t;  // activation function: read input, write output
   if (m.position == Position::kRope) per_token += 2 * e * (d.h + d.kv) / d.t;  // rotate Q, K
   return tokens * per_token + AttentionScoresElementwiseBytes(m, t, sh);

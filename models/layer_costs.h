@@ -106,8 +106,8 @@ double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfi
                                        const Sharding& sh);
 
 // Memory-bound traffic (bytes of HBM read + write) of a layer's elementwise work in F
-// (norms, residual adds, dropout, activation function, rotary, unfused softmax); I moves
-// twice this.
+// (norms, residual adds with the hidden dropout fused in, activation function, rotary,
+// unfused softmax); I moves twice this.
 double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
                                     const Sharding& sh);
 

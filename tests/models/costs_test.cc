@@ -693,6 +693,33 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   EXPECT_NEAR(ds_on->stages[1].fused_backward_tp_hidden_ms, a.fused_backward_tp_hidden_ms, 1e-9);
 }
 
+// A decoder layer's memory-bound passes outside the attention scores, hand-counted per token
+// for GPT-3 175B (h 12288, f 4h, learned positions, dropout) at tp 8 with flash attention:
+// two norms (read, write: 4h bytes each), two residual adds with the hidden dropout fused in
+// (Megatron's bias_dropout_add_fused_train: read x and the residual, write the sum, 2 + 2 + 2
+// bytes, and the 1-byte mask), the GeLU (read and write f/tp). Without sequence parallelism
+// the norms and adds see every token; with it, 1/tp of them. No dropout: no mask.
+TEST(CostsTest, HiddenDropoutRunsFusedWithTheResidualAdd) {
+  const Expected<JobCosts> c = Costs(
+      "schedule: 1f1b\nparallel: {pp: 1, tp: 8}\nmodel: {preset: gpt3-175b}\n"
+      "training: {global_batch: 1, micro_batch: 1, flash_attention: true}\n"
+      "cluster: {device: a100-sxm-80gb}\n",
+      1);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ModelConfig m = c->model;
+  ASSERT_TRUE(m.dropout);
+  const double h = 12288, f = 4 * h, tokens = 2048;
+  const double gelu = 2 * (f + f) / 8;
+  const double outside = 2 * (4 * h) + 2 * (6 * h + 1 * h);  // norms; adds with the mask
+  EXPECT_EQ(DecoderLayerElementwiseBytes(m, c->training, Sharding{.tp = 8}),
+            tokens * (outside + gelu));
+  EXPECT_EQ(DecoderLayerElementwiseBytes(m, c->training, Sharding{.tp = 8, .sp = true}),
+            tokens * (outside / 8 + gelu));
+  m.dropout = false;
+  EXPECT_EQ(DecoderLayerElementwiseBytes(m, c->training, Sharding{.tp = 8}),
+            tokens * (2 * (4 * h) + 2 * (6 * h) + gelu));
+}
+
 // Selective recompute reruns the core attention (Korthikanti et al. 2022, Sec. 5): its two
 // batched matmuls and, unfused, the softmax and its dropout over the s x s scores. GPT-3 175B,
 // tp 8, micro-batch 1: 12 heads of 2048 x 2048 scores per rank and token row, 2 + 2 bytes for

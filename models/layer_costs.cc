@@ -192,8 +192,9 @@ double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& 
   double per_token = 0;
   per_token += 2 * (2 * e * d.h / d.r);  // two norms: read, write
   per_token += 2 * (3 * e * d.h / d.r);  // two residual adds: read 2, write 1
-  // The hidden dropout runs fused with the residual add (Megatron's bias_dropout_add_fused_train,
-  // on by default since 2020; NeMo's bias_dropout_add_fusion): it adds only its 1-byte mask.
+  // The hidden dropout runs fused with the residual add (Megatron-LM's
+  // bias_dropout_add_fused_train, its default in 2021 and since; NeMo's bias_dropout_add_fusion):
+  // it adds only its 1-byte mask.
   if (m.dropout) per_token += 2 * (1 * d.h / d.r);
   per_token += e * (d.act_in + d.f) / d.t;  // activation function: read input, write output
   if (m.position == Position::kRope) per_token += 2 * e * (d.h + d.kv) / d.t;  // rotate Q, K

@@ -73,6 +73,16 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
                   m.worst_rank, gib(m.worst_peak_bytes), gib(m.device_memory_bytes),
                   gib(m.shortfall_bytes));
     }
+    // Where memory is short or tight under fp8, say what the count holds and the way out.
+    const models::TrainingConfig& t = job.config.training;
+    const bool tight =
+        !m.fits || m.device_memory_bytes - m.worst_peak_bytes < m.device_memory_bytes / 20;
+    if (tight && t.precision == models::Precision::kFp8 && !t.fp8_params) {
+      std::printf(
+          "memory: counts TransformerEngine's cached FP8 copy and transpose of every bf16 GEMM "
+          "weight (2 bytes each); training.fp8_params: true holds those weights in FP8 (1 byte) "
+          "instead\n");
+    }
   }
   if (job.model_costs && job.model_costs->cluster.device.name != "cpu") {
     const models::ClusterConfig& c = job.model_costs->cluster;

@@ -49,6 +49,9 @@ expect 0 "^note: fp8 GEMMs run at 0.88 of bf16's efficiency .*fitted 0.88" -- si
 # ... and the factor the job runs at, when it sets its own.
 expect 0 "^note: fp8 GEMMs run at 0.75 of bf16's efficiency" -- simulate \
   "$(job fp8own.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, precision: fp8, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1, compute: {fp8_gemm_factor: 0.75}}\n")"
+# Short of memory under fp8, simulate says what the count holds and names fp8_params.
+expect 0 "^memory: counts TransformerEngine's cached FP8 copy .*training.fp8_params: true" -- \
+  simulate "$src/examples/published/nemo2024/10-nemotron4-340b-128gpu.yaml"
 # fp8_params needs fp8.
 expect 2 "training.fp8_params.*needs precision: fp8, got precision: bf16" -- simulate \
   "$(job fp8bad.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n")"

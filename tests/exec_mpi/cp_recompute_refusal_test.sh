@@ -20,44 +20,37 @@ check() {  # check WHAT RC OUT [KEY]
     bad=1
   fi
 }
+# variant NAME SED MARK: cp2.yaml edited by SED into $tmp/NAME.yaml, which must contain MARK.
+variant() {
+  job=$tmp/$1.yaml
+  sed "$2" "$jobs/cp2.yaml" >"$job"
+  grep -qF -- "$3" "$job" || { echo "FAIL could not write $job"; exit 1; }
+}
+# refused NP WHAT KEY [simulate]: `run` on NP ranks (and `simulate`) of $job exit 2 naming KEY.
+refused() {
+  local out
+  out=$("$mpiexec" --oversubscribe -np "$1" "$bin" run "$job" --backend cpu 2>&1)
+  check "run $2" $? "$out" "$3"
+  if [ "${4:-}" = simulate ]; then
+    out=$("$bin" simulate "$job" 2>&1)
+    check "simulate (cpu device) $2" $? "$out" "$3"
+  fi
+}
 for mode in full selective; do
-  job=$tmp/cp2-$mode.yaml
-  sed "s/^training: {/training: {recompute: $mode, /" "$jobs/cp2.yaml" >"$job"
-  grep -q "recompute: $mode" "$job" || { echo "FAIL could not write $job"; exit 1; }
-  out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
-  check "run cp 2, recompute $mode" $? "$out"
-  out=$("$bin" simulate "$job" 2>&1)
-  check "simulate cp 2, recompute $mode" $? "$out"
+  variant "cp2-$mode" "s/^training: {/training: {recompute: $mode, /" "recompute: $mode"
+  refused 2 "cp 2, recompute $mode" training.recompute simulate
 done
 for comm in all_gather a2a; do
-  job=$tmp/cp2-$comm.yaml
-  sed "s/^parallel: {/parallel: {cp_comm: $comm, /" "$jobs/cp2.yaml" >"$job"
-  grep -q "cp_comm: $comm" "$job" || { echo "FAIL could not write $job"; exit 1; }
-  out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
-  check "run cp 2, cp_comm $comm" $? "$out" parallel.cp_comm
-  out=$("$bin" simulate "$job" 2>&1)
-  check "simulate cp 2, cp_comm $comm" $? "$out" parallel.cp_comm
+  variant "cp2-$comm" "s/^parallel: {/parallel: {cp_comm: $comm, /" "cp_comm: $comm"
+  refused 2 "cp 2, cp_comm $comm" parallel.cp_comm simulate
 done
 # a2a+p2p at cp 4 (two levels of 2): four ranks, refused before anything runs.
-job=$tmp/cp4-a2a-p2p.yaml
-sed "s/^parallel: {/parallel: {cp_comm: a2a+p2p, cp_a2a: 2, /; s/cp: 2}/cp: 4}/" "$jobs/cp2.yaml" >"$job"
-grep -q "cp: 4}" "$job" || { echo "FAIL could not write $job"; exit 1; }
-out=$("$mpiexec" --oversubscribe -np 4 "$bin" run "$job" --backend cpu 2>&1)
-check "run cp 4, cp_comm a2a+p2p" $? "$out" parallel.cp_comm
-out=$("$bin" simulate "$job" 2>&1)
-check "simulate cp 4, cp_comm a2a+p2p" $? "$out" parallel.cp_comm
-job=$tmp/fp8.yaml
-sed "s/^training: {/training: {precision: fp8, /" "$jobs/cp2.yaml" >"$job"
-grep -q "precision: fp8" "$job" || { echo "FAIL could not write $job"; exit 1; }
-out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
-check "run, precision fp8" $? "$out" training.precision
-job=$tmp/remainders.yaml
-sed "s/^training: {/training: {master_weights: remainders, /" "$jobs/cp2.yaml" >"$job"
-grep -q "master_weights: remainders" "$job" || { echo "FAIL could not write $job"; exit 1; }
-out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend cpu 2>&1)
-check "run, master_weights remainders" $? "$out" training.master_weights
-out=$("$bin" simulate "$job" 2>&1)
-check "simulate (cpu device), master_weights remainders" $? "$out" training.master_weights
+variant cp4-a2a-p2p "s/^parallel: {/parallel: {cp_comm: a2a+p2p, cp_a2a: 2, /; s/cp: 2}/cp: 4}/" "cp: 4}"
+refused 4 "cp 4, cp_comm a2a+p2p" parallel.cp_comm simulate
+variant fp8 "s/^training: {/training: {precision: fp8, /" "precision: fp8"
+refused 2 "precision fp8" training.precision
+variant remainders "s/^training: {/training: {master_weights: remainders, /" "master_weights: remainders"
+refused 2 "master_weights remainders" training.master_weights simulate
 if out=$("$bin" simulate "$jobs/cp2.yaml" 2>&1); then
   echo "ok   simulate cp 2 without recompute"
 else

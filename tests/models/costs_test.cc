@@ -305,12 +305,19 @@ TEST(CostsTest, CpAllGatherRunsInSeriesWithTheAttention) {
 // the backward the same four (dO; dQ, dK, dV). In series with the attention, as a gather is.
 // GPT-3 1.3B (hidden 2,048, 16 heads, no GQA) at cp 4 on one H100 node: each call
 // (cp - 1) alpha + (cp - 1) / cp S / B on NVLink, S the rank's Q (or output) or its K (or V).
+// GPT-3 1.3B with flash attention on one H100 node, context parallel over `cp` ranks.
+std::string CpH100Job(int cp, int seq_len, int global_batch, const std::string& comm,
+                      const std::string& model_extra) {
+  return "schedule: 1f1b\nparallel: {pp: 1, cp: " + std::to_string(cp) + ", cp_comm: " + comm +
+         "}\nmodel: {preset: gpt3-1.3b, seq_len: " + std::to_string(seq_len) + model_extra +
+         "}\ntraining: {global_batch: " + std::to_string(global_batch) +
+         ", micro_batch: 1, recompute: none, flash_attention: true}\n"
+         "cluster: {device: h100-sxm-80gb, nodes: 1}\n";
+}
+
 TEST(CostsTest, CpAllToAllShardsTheHeadsInSeriesWithTheAttention) {
   auto job = [](const std::string& comm, const std::string& heads) {
-    return "schedule: 1f1b\nparallel: {pp: 1, cp: 4, cp_comm: " + comm +
-           "}\nmodel: {preset: gpt3-1.3b, seq_len: 8192" + heads +
-           "}\ntraining: {global_batch: 2, micro_batch: 1, recompute: none, flash_attention: "
-           "true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+    return CpH100Job(4, 8192, 2, comm, heads);
   };
   Expected<JobCosts> ring = Costs(job("p2p", ""), 1);
   Expected<JobCosts> a2a = Costs(job("a2a", ""), 1);
@@ -348,10 +355,7 @@ TEST(CostsTest, CpAllToAllShardsTheHeadsInSeriesWithTheAttention) {
 // ring's 3 blocks of K and V (2q) forward and of K, V, dK, dV backward: 4q + 18q a layer.
 TEST(CostsTest, CpA2aP2pRunsItsAllToAllsInSeriesAndItsRingBesideTheAttention) {
   auto job = [](const std::string& comm, const std::string& extra) {
-    return "schedule: 1f1b\nparallel: {pp: 1, cp: 8, cp_comm: " + comm +
-           "}\nmodel: {preset: gpt3-1.3b, seq_len: 32768" + extra +
-           "}\ntraining: {global_batch: 1, micro_batch: 1, recompute: none, flash_attention: "
-           "true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+    return CpH100Job(8, 32768, 1, comm, extra);
   };
   Expected<JobCosts> h = Costs(job("a2a+p2p, cp_a2a: 2", ""), 1);
   Expected<JobCosts> ring = Costs(job("p2p", ""), 1);

@@ -98,6 +98,76 @@ def attention(peak):
     return rows
 
 
+def attention_dropout(peak, p=0.1):
+    """Causal attention with and without dropout (Megatron's GPT default p = 0.1), per SDPA
+    backend that runs it: forward, and forward + backward, and their ratios."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = []
+    heads, d = 32, 128
+    backends = {"default": None, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION}
+    for s in (2048, 4096):
+        b = max(1, 16384 // s)
+        q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        grad = torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16)
+        for name, be in backends.items():
+            row = {"seq": s, "batch": b, "heads": heads, "head_dim": d, "backend": name}
+            for dp in (0.0, p):
+                def f():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dp)
+
+                def fb():
+                    f().backward(grad)
+                try:
+                    if be is None:
+                        tf, tfb = timed(f), timed(fb)
+                    else:
+                        with sdpa_kernel([be]):
+                            tf, tfb = timed(f), timed(fb)
+                except RuntimeError as e:  # backend cannot run this case
+                    row["error_p%g" % dp] = str(e).splitlines()[0][:120]
+                    continue
+                row["forward_s_p%g" % dp] = tf
+                row["backward_s_p%g" % dp] = tfb - tf
+            if "forward_s_p0" in row and ("forward_s_p%g" % p) in row:
+                row["forward_ratio"] = row["forward_s_p%g" % p] / row["forward_s_p0"]
+                row["backward_ratio"] = row["backward_s_p%g" % p] / row["backward_s_p0"]
+            rows.append(row)
+        del q, k, v, grad
+    return rows
+
+
+def dropout_add(hbm, p=0.1):
+    """Megatron's bias-dropout-add (x + bias, dropout, + residual) as one compiled kernel, and
+    plain dropout, in bytes moved per second against HBM bandwidth: does dropout's random
+    number generation keep it memory-bound?"""
+    n, h = 64 * 1024 * 1024, 8192
+    x = torch.randn(n // h, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    r = torch.randn_like(x)
+    bias = torch.randn(h, device="cuda", dtype=torch.bfloat16)
+
+    def bda(x, bias, r):
+        return r + F.dropout(x + bias, p=p, training=True)
+
+    def add(x, bias, r):
+        return r + (x + bias)
+    rows = []
+    cbda = torch.compile(bda)
+    cadd = torch.compile(add)
+    # Bytes: read x and r, write the sum; with dropout in training (x needs its gradient) also
+    # the 1-byte mask kept for the backward.
+    cases = {"add_compiled": (lambda: cadd(x, bias, r), 3 * 2 * n),
+             "bias_dropout_add_compiled": (lambda: cbda(x, bias, r), 3 * 2 * n + n),
+             "dropout_eager": (lambda: F.dropout(x, p=p, training=True), 2 * 2 * n + n)}
+    for name, (fn, nbytes) in cases.items():
+        sec = timed(fn)
+        rows.append({"kernel": name, "bytes": nbytes, "seconds": sec,
+                     "gb_per_s": nbytes / sec / 1e9, "fraction": nbytes / sec / 1e9 / hbm})
+    return rows
+
+
 def memory(hbm):
     rows = []
     n = 256 * 1024 * 1024  # 512 MB of bf16
@@ -123,8 +193,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--peak-tflops", type=float, required=True)
     p.add_argument("--hbm-gbs", type=float, required=True)
+    p.add_argument("--only", choices=["dropout"],
+                   help="dropout: only attention and elementwise dropout against no dropout")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if a.only == "dropout":
+        json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                   "attention_dropout": attention_dropout(a.peak_tflops),
+                   "dropout_add": dropout_add(a.hbm_gbs)}, sys.stdout, indent=1)
+        print()
+        return
     g, fit = gemms(a.peak_tflops)
     out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "peak_tflops": a.peak_tflops, "hbm_gbs": a.hbm_gbs,

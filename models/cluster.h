@@ -64,7 +64,12 @@ struct DeviceSpec {
   double fp8_gemm_factor = 1;
   double attn_fwd_efficiency = 1;  // e_attn_fwd
   double attn_bwd_efficiency = 1;  // e_attn_bwd
-  double hbm_efficiency = 1;       // e_hbm: achievable fraction of HBM bandwidth
+  // Fused (flash) attention with dropout on the probabilities (model.dropout) takes this many
+  // times its time without: the kernel draws a random number per score. Measured, forward and
+  // backward (bench/gpu_kernels.py --only dropout); 1 = no cost. Unfused attention pays its
+  // dropout as memory-bound passes over the scores instead.
+  double attn_dropout_fwd_factor = 1, attn_dropout_bwd_factor = 1;
+  double hbm_efficiency = 1;  // e_hbm: achievable fraction of HBM bandwidth
   // training.flash_attention when a job leaves it out: on for Hopper, whose training stacks
   // all compute attention fused (TransformerEngine's fused attention under Megatron-Core and
   // NeMo, PyTorch's SDPA); off for A100, whose published runs mostly predate fused attention

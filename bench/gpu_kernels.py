@@ -11,12 +11,19 @@ Measures, with PyTorch on one GPU, what the cost model's per-device constants st
   * memory-bound kernels (a copy, an add, LayerNorm) in bytes moved per second, as a fraction
     of the HBM bandwidth.
 
+With --only dropout it measures instead what dropout p = 0.1 costs: causal attention with and
+without it on each SDPA backend (cuDNN, FlashAttention-2, memory-efficient, the default), and
+Megatron's bias-dropout-add compiled as training runs it against a plain add and a copy.
+
 Prints JSON. Usage (on a machine with a GPU and PyTorch):
 
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 > h100.json
+  python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only dropout > h100-dropout.json
 
 It needs no build of pipetwin; the numbers it printed on an H100 are in
-results/models/h100-kernels.json and models/README.md says which constants they set.
+results/models/h100-kernels.json (and, --only dropout, h100-dropout.json and h100-dropout-2.json,
+the first from an earlier version of the elementwise part at 128 MB a tensor) and
+models/README.md says which constants they set.
 """
 import argparse
 import json
@@ -140,31 +147,45 @@ def attention_dropout(peak, p=0.1):
 
 
 def dropout_add(hbm, p=0.1):
-    """Megatron's bias-dropout-add (x + bias, dropout, + residual) as one compiled kernel, and
-    plain dropout, in bytes moved per second against HBM bandwidth: does dropout's random
-    number generation keep it memory-bound?"""
-    n, h = 64 * 1024 * 1024, 8192
+    """Megatron's bias-dropout-add (x + bias, dropout, + residual) compiled into one kernel, as
+    training runs it (x needs its gradient, so the 1-byte mask is kept), against plain copy and
+    add at the same size (512 MB of bf16 a tensor), in bytes moved per second against HBM
+    bandwidth: does dropout's random number generation keep it memory-bound?"""
+    n, h = 256 * 1024 * 1024, 8192
     x = torch.randn(n // h, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    r = torch.randn_like(x)
+    r = torch.randn(n // h, h, device="cuda", dtype=torch.bfloat16)
     bias = torch.randn(h, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn_like(r)
 
     def bda(x, bias, r):
         return r + F.dropout(x + bias, p=p, training=True)
 
     def add(x, bias, r):
         return r + (x + bias)
+    cbda, cadd = torch.compile(bda), torch.compile(add)
+    xd = x.detach()
+
+    def bda_fb():
+        cbda(x, bias, r).backward(g)
+    e = 2  # bytes of a bf16 element
+    cases = {"copy_eager": (lambda: xd.clone(), 2 * e * n),
+             "add_eager": (lambda: xd + r, 3 * e * n),
+             "add_compiled": (lambda: cadd(xd, bias, r), 3 * e * n),
+             "dropout_eager": (lambda: F.dropout(xd, p=p, training=True), 2 * e * n + n),
+             # read x and r, write the sum and the mask
+             "bias_dropout_add_compiled": (lambda: cbda(x, bias, r), 3 * e * n + n)}
     rows = []
-    cbda = torch.compile(bda)
-    cadd = torch.compile(add)
-    # Bytes: read x and r, write the sum; with dropout in training (x needs its gradient) also
-    # the 1-byte mask kept for the backward.
-    cases = {"add_compiled": (lambda: cadd(x, bias, r), 3 * 2 * n),
-             "bias_dropout_add_compiled": (lambda: cbda(x, bias, r), 3 * 2 * n + n),
-             "dropout_eager": (lambda: F.dropout(x, p=p, training=True), 2 * 2 * n + n)}
     for name, (fn, nbytes) in cases.items():
         sec = timed(fn)
         rows.append({"kernel": name, "bytes": nbytes, "seconds": sec,
                      "gb_per_s": nbytes / sec / 1e9, "fraction": nbytes / sec / 1e9 / hbm})
+    # Forward and backward together: the backward reads the gradient and the mask and writes
+    # x's gradient (2e + 1), and sums the bias gradient (read the gradient once more).
+    sec = timed(bda_fb)
+    nbytes = (3 * e * n + n) + (2 * e * n + n)
+    x.grad = None
+    rows.append({"kernel": "bias_dropout_add_compiled_fwd_bwd", "bytes": nbytes, "seconds": sec,
+                 "gb_per_s": nbytes / sec / 1e9, "fraction": nbytes / sec / 1e9 / hbm})
     return rows
 
 

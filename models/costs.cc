@@ -232,7 +232,8 @@ LayerTimes DecoderLayer(const Context& c) {
                         (fused_dropout ? c.d.attn_dropout_fwd_factor : 1.0);
   const double attn_b = AttentionMs(c.d, pa, 2 * executed, mnk, true) *
                         (fused_dropout ? c.d.attn_dropout_bwd_factor : 1.0);
-  const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh));
+  const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh)) +
+                      DropoutAddExtraMs(c.d, DecoderLayerDropoutAddBytes(c.m, c.t, c.sh));
   // fp8: each GEMM's input is quantized first, read in bf16, written in fp8 and again
   // transposed for the weight gradient (TransformerEngine keeps both); in I each output
   // gradient likewise. The weights' casts happen once a step (TE caches them).

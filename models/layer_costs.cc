@@ -201,6 +201,13 @@ double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& 
   return tokens * per_token + AttentionScoresElementwiseBytes(m, t, sh);
 }
 
+double DecoderLayerDropoutAddBytes(const ModelConfig& m, const TrainingConfig& t,
+                                   const Sharding& sh) {
+  if (!m.dropout) return 0;
+  const Dims d = Of(m, sh);
+  return TokensPerRank(m, t.micro_batch, sh) * 2 * (3 * t.element_bytes() + 1) * d.h / d.r;
+}
+
 double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
                                        const Sharding& sh) {
   if (t.flash_attention) return 0;

@@ -105,6 +105,12 @@ std::int64_t OutputParamsPerRank(const ModelConfig& m, int tp, bool separate_sta
 double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
                                        const Sharding& sh);
 
+// Of DecoderLayerElementwiseBytes, the two residual adds with the hidden dropout fused in (read
+// the branch and the residual, write the sum and the 1-byte mask); 0 without dropout. They draw
+// a random number per element, which DeviceSpec::dropout_hbm_efficiency prices.
+double DecoderLayerDropoutAddBytes(const ModelConfig& m, const TrainingConfig& t,
+                                   const Sharding& sh);
+
 // Memory-bound traffic (bytes of HBM read + write) of a layer's elementwise work in F
 // (norms, residual adds with the hidden dropout fused in, activation function, rotary,
 // unfused softmax); I moves twice this.

@@ -10,10 +10,11 @@ where results/published.md says it stands, source by source, against the publish
   its 2024 release (dgxc-benchmarking, BF16 and FP8) NeMo 24.07's FP8 performance table and
   the Nemotron-4 reports (Megatron-Core at DP 96 to 288, its 15B row on 768 GPUs reads -10%
   once its untied output layer is counted): every row within 15%, but dgxc 24.11's GPT-3 175B
-  FP8 runs (FIT rows of the FP8 factor, its most optimistic: models/README.md, FP8) within 20%;
-  Llama 3 on H100: within 20%;
-  the known misses (models/README.md): Megatron-Core's 2024 H100 weak-scaling table within
-  25% (its 1.7B model is the outlier), MosaicML's 2023 H100 runs within 40%, and Llama 3's
+  FP8 runs (FIT rows of the FP8 factor, its most optimistic: models/README.md, FP8) and NeMo
+  24.07's GPT-3 175B on 512 GPUs (held out, its most pessimistic: MLPerf's recipe, not the
+  launcher's; models/README.md, FP8) within 20%;
+  Llama 3 on H100: within 20%; Megatron-Core's 2024 H100 weak-scaling table within 10%;
+  the known misses (models/README.md): MosaicML's 2023 H100 runs within 40%, and Llama 3's
   131,072-token row (Table 4, row 3, context parallel 16) within 35%.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
@@ -54,13 +55,15 @@ def main(argv):
         if path.startswith("mosaicml2023/h100"):
             ok, want = abs(e) <= 40, "within 40% (a known miss)"
         elif path.startswith("megatron2024/"):
-            ok, want = abs(e) <= 25, "within 25% (a known miss)"
+            ok, want = abs(e) <= 10, "within 10%"
         elif path.startswith("llama3-2024/") and "cp16" in path:
             ok, want = abs(e) <= 35, "within 35% (a known miss)"
         elif path.startswith("llama3-2024/"):
             ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith(("dgxc2024/15-gpt3-175b", "dgxc2024/16-gpt3-175b")):
             ok, want = abs(e) <= 20, "within 20% (the FP8 fit's most optimistic)"
+        elif path.startswith("nemo2024/04-gpt3-175b-512gpu"):
+            ok, want = abs(e) <= 20, "within 20% (MLPerf's recipe, held out)"
         elif path.startswith(("narayanan2021/03-", "narayanan2021/04-")):
             ok, want = abs(e) <= 12, "within 12% (the pessimistic pair)"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \

@@ -15,20 +15,26 @@ With --only dropout it measures instead what dropout p = 0.1 costs: causal atten
 without it on each SDPA backend (cuDNN, FlashAttention-2, memory-efficient, the default), and
 Megatron's bias-dropout-add compiled as training runs it against a plain add and a copy.
 
+With --only fp8, FP8 GEMMs (torch._scaled_mm) against bf16 on the same shapes, and one layer
+GEMM of each run back to back for 6 s (does the rate sag at the power limit?).
+
 Prints JSON. Usage (on a machine with a GPU and PyTorch):
 
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 > h100.json
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only dropout > h100-dropout.json
+  python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only fp8 > h100-fp8.json
 
 It needs no build of pipetwin; the numbers it printed on an H100 are in
 results/models/h100-kernels.json (and, --only dropout, h100-dropout.json and h100-dropout-2.json,
-the first from an earlier version of the elementwise part at 128 MB a tensor) and
+the first from an earlier version of the elementwise part at 128 MB a tensor; --only fp8,
+h100-fp8.json) and
 models/README.md says which constants they set.
 """
 import argparse
 import json
 import math
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -76,6 +82,65 @@ def gemms(peak):
     fit = {"gemm_efficiency": e, "per_gemm_overhead_us": beta * 1e6,
            "mnk_half": beta / alpha}
     return rows, fit
+
+
+def fp8_gemms(peak_bf16, peak_fp8):
+    """The same transformer shapes in bf16 (a @ b) and in FP8 (torch._scaled_mm, e4m3 inputs
+    with per-tensor scales, bf16 output, as TransformerEngine's forward GEMMs), each as a
+    fraction of its own peak, and their ratio: what the model's fp8_gemm_factor stands for."""
+    rows = []
+    one = torch.ones((), device="cuda")
+    for tokens in (4096, 8192, 16384):
+        for (n, k) in ((4096, 4096), (12288, 4096), (4096, 14336), (14336, 4096),
+                       (8192, 8192), (28672, 8192), (8192, 28672), (16384, 16384),
+                       (1024, 4096), (4096, 1024)):
+            a = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+            b = w.t()
+            a8 = a.to(torch.float8_e4m3fn)
+            b8 = w.to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+            t16 = timed(lambda: a @ b)
+            t8 = timed(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                                                out_dtype=torch.bfloat16))
+            flops = 2.0 * tokens * n * k
+            f16 = flops / t16 / 1e12 / peak_bf16
+            f8 = flops / t8 / 1e12 / peak_fp8
+            rows.append({"m": tokens, "n": n, "k": k, "bf16_s": t16, "fp8_s": t8,
+                         "bf16_fraction": f16, "fp8_fraction": f8, "ratio": f8 / f16})
+            del a, w, b, a8, b8
+    return rows
+
+
+def sustained(peak_bf16, peak_fp8, seconds=6.0):
+    """One large layer GEMM (16384 x 28672 x 8192) run back to back for `seconds`, bf16 then
+    FP8, timed per window of 50 products: does the rate sag as the power limit bites?"""
+    tokens, n, k = 16384, 28672, 8192
+    a = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    a8, b8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device="cuda")
+    b = w.t()
+    out = {}
+    for name, fn, peak in (("bf16", lambda: a @ b, peak_bf16),
+                           ("fp8", lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+                                                            out_dtype=torch.bfloat16), peak_fp8)):
+        fractions = []
+        elapsed = 0.0
+        while elapsed < seconds:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(50):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            sec = start.elapsed_time(end) / 1e3
+            elapsed += sec
+            fractions.append(50 * 2.0 * tokens * n * k / sec / 1e12 / peak)
+        out[name] = {"windows": len(fractions), "first": fractions[0], "last": fractions[-1],
+                     "min": min(fractions), "max": max(fractions)}
+        time.sleep(2)  # let the clocks recover between the two
+    return out
 
 
 def attention(peak):
@@ -214,10 +279,19 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--peak-tflops", type=float, required=True)
     p.add_argument("--hbm-gbs", type=float, required=True)
-    p.add_argument("--only", choices=["dropout"],
-                   help="dropout: only attention and elementwise dropout against no dropout")
+    p.add_argument("--only", choices=["dropout", "fp8"],
+                   help="dropout: only attention and elementwise dropout against no dropout; "
+                   "fp8: only FP8 GEMMs against bf16 (needs --peak-fp8-tflops)")
+    p.add_argument("--peak-fp8-tflops", type=float, default=1979)
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if a.only == "fp8":
+        json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                   "peak_tflops": a.peak_tflops, "peak_fp8_tflops": a.peak_fp8_tflops,
+                   "fp8_gemm": fp8_gemms(a.peak_tflops, a.peak_fp8_tflops),
+                   "sustained": sustained(a.peak_tflops, a.peak_fp8_tflops)}, sys.stdout, indent=1)
+        print()
+        return
     if a.only == "dropout":
         json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                    "attention_dropout": attention_dropout(a.peak_tflops),

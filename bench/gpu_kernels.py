@@ -16,18 +16,20 @@ without it on each SDPA backend (cuDNN, FlashAttention-2, memory-efficient, the 
 Megatron's bias-dropout-add compiled as training runs it against a plain add and a copy.
 
 With --only fp8, FP8 GEMMs (torch._scaled_mm) against bf16 on the same shapes, and one layer
-GEMM of each run back to back for 6 s (does the rate sag at the power limit?).
+GEMM of each run back to back for 6 s (does the rate sag at the power limit?). With --only
+elementwise, LayerNorm, RMSNorm, GeLU, SwiGLU and rotary, forward and backward.
 
 Prints JSON. Usage (on a machine with a GPU and PyTorch):
 
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 > h100.json
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only dropout > h100-dropout.json
   python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only fp8 > h100-fp8.json
+  python3 bench/gpu_kernels.py --peak-tflops 989 --hbm-gbs 3350 --only elementwise > h100-ew.json
 
 It needs no build of pipetwin; the numbers it printed on an H100 are in
 results/models/h100-kernels.json (and, --only dropout, h100-dropout.json and h100-dropout-2.json,
 the first from an earlier version of the elementwise part at 128 MB a tensor; --only fp8,
-h100-fp8.json) and
+h100-fp8.json; --only elementwise, h100-elementwise.json) and
 models/README.md says which constants they set.
 """
 import argparse
@@ -141,6 +143,64 @@ def sustained(peak_bf16, peak_fp8, seconds=6.0):
                      "min": min(fractions), "max": max(fractions)}
         time.sleep(2)  # let the clocks recover between the two
     return out
+
+
+def elementwise(hbm):
+    """A layer's memory-bound kernels as the training stacks run them (the norm through PyTorch's
+    fused kernel, the others compiled, as Megatron-Core's jit_fuser), forward and forward +
+    backward, as fractions of the HBM bandwidth by the bytes the cost model charges: a norm and
+    an activation read their input and write their output (2e per element forward), SwiGLU reads
+    2f and writes f, rotary reads and writes q; backward moves twice the forward bytes."""
+    e, tokens, h = 2, 32768, 8192
+    x = torch.randn(tokens, h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.ones(h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    bvec = torch.zeros(h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def rms(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype) * w
+
+    def swiglu(y):
+        a, b = y.chunk(2, dim=-1)
+        return F.silu(a) * b
+
+    def gelu(y):
+        return F.gelu(y, approximate="tanh")
+    heads, d = 64, 128
+    q = torch.randn(tokens, heads, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    pos = torch.arange(tokens, device="cuda", dtype=torch.float32)[:, None]
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device="cuda", dtype=torch.float32) / d))
+    ang = pos * inv
+    cos, sin = ang.cos()[:, None, :].to(torch.bfloat16), ang.sin()[:, None, :].to(torch.bfloat16)
+
+    def rope(q):
+        q1, q2 = q[..., ::2], q[..., 1::2]
+        return torch.cat((q1 * cos - q2 * sin, q1 * sin + q2 * cos), dim=-1)
+    y2 = torch.randn(tokens, 2 * h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    crms, cswiglu, cgelu, crope = (torch.compile(f) for f in (rms, swiglu, gelu, rope))
+    n = tokens * h
+    cases = {"layernorm": (lambda: F.layer_norm(x, (h,), w, bvec), x, 2 * e * n),
+             "rmsnorm_compiled": (lambda: crms(x, w), x, 2 * e * n),
+             "gelu_compiled": (lambda: cgelu(x), x, 2 * e * n),
+             "swiglu_compiled": (lambda: cswiglu(y2), y2, 3 * e * n),
+             "rope_compiled": (lambda: crope(q), q, 2 * e * tokens * heads * d)}
+    rows = []
+    for name, (fn, inp, nbytes) in cases.items():
+        out = fn()
+        g = torch.randn_like(out)
+        tf = timed(fn)
+
+        def fb():
+            fn().backward(g)
+        tfb = timed(fb)
+        inp.grad = None
+        w.grad = None
+        bvec.grad = None
+        rows.append({"kernel": name, "forward_bytes": nbytes, "forward_s": tf,
+                     "forward_fraction": nbytes / tf / 1e9 / hbm,
+                     "backward_s": tfb - tf,
+                     "backward_fraction": 2 * nbytes / max(tfb - tf, 1e-9) / 1e9 / hbm})
+    return rows
 
 
 def attention(peak):
@@ -279,12 +339,19 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--peak-tflops", type=float, required=True)
     p.add_argument("--hbm-gbs", type=float, required=True)
-    p.add_argument("--only", choices=["dropout", "fp8"],
+    p.add_argument("--only", choices=["dropout", "fp8", "elementwise"],
                    help="dropout: only attention and elementwise dropout against no dropout; "
-                   "fp8: only FP8 GEMMs against bf16 (needs --peak-fp8-tflops)")
+                   "fp8: only FP8 GEMMs against bf16 (needs --peak-fp8-tflops); "
+                   "elementwise: only norms, activations and rotary, forward and backward")
     p.add_argument("--peak-fp8-tflops", type=float, default=1979)
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if a.only == "elementwise":
+        json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                   "hbm_gbs": a.hbm_gbs, "elementwise": elementwise(a.hbm_gbs)}, sys.stdout,
+                  indent=1)
+        print()
+        return
     if a.only == "fp8":
         json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                    "peak_tflops": a.peak_tflops, "peak_fp8_tflops": a.peak_fp8_tflops,

@@ -70,9 +70,10 @@ struct DeviceSpec {
   // dropout as memory-bound passes over the scores instead.
   double attn_dropout_fwd_factor = 1, attn_dropout_bwd_factor = 1;
   double hbm_efficiency = 1;  // e_hbm: achievable fraction of HBM bandwidth
-  // The fused bias-dropout-add passes (DecoderLayerDropoutAddBytes) reach this fraction instead:
-  // a random number per element costs more than its byte of mask. 0 = hbm_efficiency.
-  double dropout_hbm_efficiency = 0;
+  // The fused bias-dropout-add passes (DecoderLayerDropoutAddBytes) take this many times a
+  // memory-bound pass of their bytes: a random number per element costs more than its byte of
+  // mask. 1 = no more (a cluster.compute.hbm_efficiency override scales them with the rest).
+  double dropout_add_factor = 1;
   // training.flash_attention when a job leaves it out: on for Hopper, whose training stacks
   // all compute attention fused (TransformerEngine's fused attention under Megatron-Core and
   // NeMo, PyTorch's SDPA); off for A100, whose published runs mostly predate fused attention
@@ -171,7 +172,7 @@ double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, b
 // A memory-bound pass over `bytes` of HBM traffic (read + write).
 double MemoryBoundMs(const DeviceSpec& d, double bytes);
 // What the fused bias-dropout-add passes over `bytes` take beyond MemoryBoundMs of them: 0
-// unless the device prices their random numbers (dropout_hbm_efficiency).
+// unless the device prices their random numbers (dropout_add_factor).
 double DropoutAddExtraMs(const DeviceSpec& d, double bytes);
 
 }  // namespace pipetwin::models

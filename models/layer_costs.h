@@ -107,7 +107,7 @@ double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfi
 
 // Of DecoderLayerElementwiseBytes, the two residual adds with the hidden dropout fused in (read
 // the branch and the residual, write the sum and the 1-byte mask); 0 without dropout. They draw
-// a random number per element, which DeviceSpec::dropout_hbm_efficiency prices.
+// a random number per element, which DeviceSpec::dropout_add_factor prices.
 double DecoderLayerDropoutAddBytes(const ModelConfig& m, const TrainingConfig& t,
                                    const Sharding& sh);
 

@@ -791,9 +791,14 @@ TEST(CostsTest, FusedBiasDropoutAddRunsAtItsMeasuredBandwidth) {
   EXPECT_EQ(DecoderLayerDropoutAddBytes(m, c->training, Sharding{.tp = 8}), bytes);
   EXPECT_EQ(DecoderLayerDropoutAddBytes(m, c->training, Sharding{.tp = 8, .sp = true}), bytes / 8);
   const DeviceSpec& h100 = c->cluster.device;
-  EXPECT_EQ(h100.dropout_hbm_efficiency, 0.46);
+  EXPECT_DOUBLE_EQ(h100.hbm_efficiency / h100.dropout_add_factor, 0.46);
   EXPECT_NEAR(DropoutAddExtraMs(h100, bytes), 1e3 * bytes / 3350e9 * (1 / 0.46 - 1 / 0.85), 1e-12);
   EXPECT_EQ(DropoutAddExtraMs(*FindDevice("a100-sxm-80gb"), bytes), 0);
+  // A job's cluster.compute.hbm_efficiency scales these passes with the rest, by the same factor.
+  DeviceSpec slow = h100;
+  slow.hbm_efficiency = 0.3;
+  EXPECT_NEAR(DropoutAddExtraMs(slow, bytes), 1e3 * bytes / (3350e9 * 0.3) * (0.85 / 0.46 - 1),
+              1e-12);
   m.dropout = false;
   EXPECT_EQ(DecoderLayerDropoutAddBytes(m, c->training, Sharding{.tp = 8}), 0);
 }

@@ -703,12 +703,18 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
 // (Megatron's bias_dropout_add_fused_train: read x and the residual, write the sum, 2 + 2 + 2
 // bytes, and the 1-byte mask), the GeLU (read and write f/tp). Without sequence parallelism
 // the norms and adds see every token; with it, 1/tp of them. No dropout: no mask.
-TEST(CostsTest, HiddenDropoutRunsFusedWithTheResidualAdd) {
-  const Expected<JobCosts> c = Costs(
+// GPT-3 175B at tp 8 with flash attention, one microbatch of one sequence, on `device`.
+Expected<JobCosts> Gpt3Tp8Job(const std::string& device) {
+  return Costs(
       "schedule: 1f1b\nparallel: {pp: 1, tp: 8}\nmodel: {preset: gpt3-175b}\n"
       "training: {global_batch: 1, micro_batch: 1, flash_attention: true}\n"
-      "cluster: {device: a100-sxm-80gb}\n",
+      "cluster: {device: " +
+          device + "}\n",
       1);
+}
+
+TEST(CostsTest, HiddenDropoutRunsFusedWithTheResidualAdd) {
+  const Expected<JobCosts> c = Gpt3Tp8Job("a100-sxm-80gb");
   ASSERT_TRUE(c.ok()) << c.error().message;
   ModelConfig m = c->model;
   ASSERT_TRUE(m.dropout);
@@ -780,11 +786,7 @@ TEST(CostsTest, FusedAttentionDropoutTakesTheMeasuredFactors) {
 // the measured 0.46 of the HBM bandwidth instead of 0.85 (results/models/h100-dropout-2.json);
 // A100, not measured, and a model without dropout pay nothing more.
 TEST(CostsTest, FusedBiasDropoutAddRunsAtItsMeasuredBandwidth) {
-  const Expected<JobCosts> c = Costs(
-      "schedule: 1f1b\nparallel: {pp: 1, tp: 8}\nmodel: {preset: gpt3-175b}\n"
-      "training: {global_batch: 1, micro_batch: 1, flash_attention: true}\n"
-      "cluster: {device: h100-sxm-80gb}\n",
-      1);
+  const Expected<JobCosts> c = Gpt3Tp8Job("h100-sxm-80gb");
   ASSERT_TRUE(c.ok()) << c.error().message;
   ModelConfig m = c->model;
   const double bytes = 2048.0 * 2 * 7 * 12288;

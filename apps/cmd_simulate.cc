@@ -39,7 +39,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
     std::printf(
         "note: fp8 GEMMs run at %.2f of bf16's efficiency (cluster.compute.fp8_gemm_factor; "
         "fitted 0.88 on NVIDIA's FP8 recipes of 2024-25, held out NeMo 24.07's FP8 table reads "
-        "-15%% to +8%%, 5.1%% on average: models/README.md, FP8)\n",
+        "-13%% to +8%%, 4.3%% on average: models/README.md, FP8)\n",
         job.model_costs->cluster.device.fp8_gemm_factor);
   }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,

@@ -62,8 +62,6 @@ def main(argv):
             ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith(("dgxc2024/15-gpt3-175b", "dgxc2024/16-gpt3-175b")):
             ok, want = abs(e) <= 20, "within 20% (the FP8 fit's most optimistic)"
-        elif path.startswith("nemo2024/04-gpt3-175b-512gpu"):
-            ok, want = abs(e) <= 20, "within 20% (MLPerf's recipe, held out)"
         elif path.startswith(("narayanan2021/03-", "narayanan2021/04-")):
             ok, want = abs(e) <= 12, "within 12% (the pessimistic pair)"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \

@@ -184,6 +184,15 @@ std::int64_t OutputParamsPerRank(const ModelConfig& m, int tp, bool separate_sta
   return norm + (own_copy ? vocab_rows * h : 0);
 }
 
+namespace {
+// Per token, the two residual adds (read 2, write 1), with the hidden dropout fused in when the
+// model has it (Megatron-LM's bias_dropout_add_fused_train, its default in 2021 and since;
+// NeMo's bias_dropout_add_fusion): only its 1-byte mask more.
+double ResidualAddBytesPerToken(const ModelConfig& m, double e, const Dims& d) {
+  return 2 * (3 * e + (m.dropout ? 1 : 0)) * d.h / d.r;
+}
+}  // namespace
+
 double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,
                                     const Sharding& sh) {
   const Dims d = Of(m, sh);
@@ -191,11 +200,7 @@ double DecoderLayerElementwiseBytes(const ModelConfig& m, const TrainingConfig& 
   const double tokens = TokensPerRank(m, t.micro_batch, sh);
   double per_token = 0;
   per_token += 2 * (2 * e * d.h / d.r);  // two norms: read, write
-  per_token += 2 * (3 * e * d.h / d.r);  // two residual adds: read 2, write 1
-  // The hidden dropout runs fused with the residual add (Megatron-LM's
-  // bias_dropout_add_fused_train, its default in 2021 and since; NeMo's bias_dropout_add_fusion):
-  // it adds only its 1-byte mask.
-  if (m.dropout) per_token += 2 * (1 * d.h / d.r);
+  per_token += ResidualAddBytesPerToken(m, e, d);
   per_token += e * (d.act_in + d.f) / d.t;  // activation function: read input, write output
   if (m.position == Position::kRope) per_token += 2 * e * (d.h + d.kv) / d.t;  // rotate Q, K
   return tokens * per_token + AttentionScoresElementwiseBytes(m, t, sh);
@@ -205,7 +210,7 @@ double DecoderLayerDropoutAddBytes(const ModelConfig& m, const TrainingConfig& t
                                    const Sharding& sh) {
   if (!m.dropout) return 0;
   const Dims d = Of(m, sh);
-  return TokensPerRank(m, t.micro_batch, sh) * 2 * (3 * t.element_bytes() + 1) * d.h / d.r;
+  return TokensPerRank(m, t.micro_batch, sh) * ResidualAddBytesPerToken(m, t.element_bytes(), d);
 }
 
 double AttentionScoresElementwiseBytes(const ModelConfig& m, const TrainingConfig& t,

@@ -10,6 +10,7 @@
 #include "models/cluster.h"
 #include "models/comm.h"
 #include "models/model.h"
+#include "models/training.h"
 #include "schedule/build.h"
 #include "schedule/csv.h"
 #include "schedule/generators.h"
@@ -41,6 +42,21 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
         "fitted 0.88 on NVIDIA's FP8 recipes of 2024-25, held out NeMo 24.07's FP8 table reads "
         "-13%% to +8%%, 4.3%% on average: models/README.md, FP8)\n",
         job.model_costs->cluster.device.fp8_gemm_factor);
+  }
+  // FSDP's hidden collectives: the one cost source whose published runs say they are not
+  // hidden (models/README.md, "Known miss"; scripts/overlap_regression.py). Said, not modelled.
+  if (job.model_costs && job.config.parallel.zero == 3 &&
+      job.config.training.zero3_unit == models::Zero3Unit::kLayer && r.breakdown &&
+      r.iteration_time_ms > 0) {
+    const double share = 100.0 * r.breakdown->dp_comm_overlapped_ms / r.iteration_time_ms;
+    if (share >= 1.0) {
+      std::printf(
+          "note: FSDP's collectives run hidden under compute for %.0f%% of this step; MosaicML's "
+          "published FSDP runs were slower than predicted by about 0.7 x that share (14 "
+          "checkpointed H100 runs; not modelled: models/README.md, Known miss), so read this "
+          "prediction as up to %.0f%% optimistic\n",
+          share, 0.72 * share);
+    }
   }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,

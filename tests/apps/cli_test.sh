@@ -55,6 +55,22 @@ expect 0 "^memory: counts TransformerEngine's cached FP8 copy .*training.fp8_par
 # fp8_params needs fp8.
 expect 2 "training.fp8_params.*needs precision: fp8, got precision: bf16" -- simulate \
   "$(job fp8bad.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n")"
+# FSDP (zero3_unit: layer) says what share of the step its collectives run hidden, as the
+# report's breakdown gives it, and the published runs' slope on it; DeepSpeed's stage 3
+# (module units, whose published runs show no such slope) says nothing.
+fsdp_job="$src/examples/published/mosaicml2023/h100-mpt-13b-8gpu.yaml"
+fsdp_out=$("$bin" simulate "$fsdp_job" --report "$dir/fsdp.json")
+fsdp_share=$(python3 -c "import json; r = json.load(open('$dir/fsdp.json')); print('%.0f' % (100 * r['breakdown']['dp_comm_overlapped_ms'] / r['iteration_time_ms']))")
+if [ "$fsdp_share" -lt 10 ] ||
+  ! grep -q "^note: FSDP's collectives run hidden under compute for ${fsdp_share}% of this step" <<<"$fsdp_out"; then
+  echo "FAIL: simulate $fsdp_job: no FSDP note with the report's hidden share ($fsdp_share%)"
+  fail=1
+fi
+if "$bin" simulate "$src/examples/published/narayanan2021/t2-04-zero3-530b-640.yaml" | grep -q "FSDP"; then
+  echo "FAIL: simulate t2-04-zero3-530b-640.yaml: DeepSpeed's stage 3 gets the FSDP note"
+  fail=1
+fi
+
 # An oversubscribed fabric names the groups it slows: Llama 3's layout in Megatron's order puts
 # each pipeline's 16 nodes 128 apart across the 384-node pods (f = 0.375 at 1:7, a share of
 # 0.38); in Meta's order (tp-cp-pp-dp) nothing leaves a pod often enough to be slowed.

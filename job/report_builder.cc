@@ -18,7 +18,8 @@ struct ModelComm {
   double tp_cp_ms = 0;
   double tp_cp_hidden_ms = 0, dp_hidden_ms = 0;  // hidden under compute (training.overlap)
   // DP collectives inside compute actions' times: ZeRO-3's per-unit gathers and
-  // reduce-scatters in F, I and W; ZeRO 1/2's parameter all-gather after the optimizer step.
+  // reduce-scatters in F, I and W; ZeRO 1/2's parameter all-gather after the optimizer step;
+  // fp8's amax all-reduces (over tp x cp x dp) in F and I.
   double dp_in_actions_ms = 0;
 };
 ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts& jc) {
@@ -34,7 +35,7 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
       case ActionKind::kForward:
         x.tp_cp_ms += c.forward_tp_comm_ms + c.forward_cp_comm_ms;
         x.tp_cp_hidden_ms += c.forward_tp_comm_overlapped_ms;
-        x.dp_in_actions_ms += z.forward_exposed_ms;
+        x.dp_in_actions_ms += z.forward_exposed_ms + c.fp8_amax_forward_ms;
         x.dp_hidden_ms += z.forward_hidden_ms;
         x.tp_bytes += c.tp_bytes_per_microbatch;  // the microbatch's F, I and W together
         x.cp_bytes += c.cp_bytes_per_microbatch;
@@ -43,7 +44,7 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
       case ActionKind::kBackward:
         x.tp_cp_ms += c.backward_tp_comm_ms + c.backward_cp_comm_ms;
         x.tp_cp_hidden_ms += c.backward_tp_comm_overlapped_ms;
-        x.dp_in_actions_ms += z.backward_input_exposed_ms;
+        x.dp_in_actions_ms += z.backward_input_exposed_ms + c.fp8_amax_backward_ms;
         x.dp_hidden_ms += z.backward_input_hidden_ms;
         if (a.kind == ActionKind::kBackward) {  // I and W fused
           x.tp_cp_ms -= c.fused_backward_tp_hidden_ms;

@@ -110,6 +110,9 @@ struct Context {
   ParallelConfig::CpComm cp_comm;           // parallel.cp_comm
   // a2a+p2p: the all-to-all level (cp_a2a consecutive CP ranks) and the ring over the others.
   GroupShape cp_a2a_group, cp_ring_group;
+  // fp8: a pipeline stage's tp x cp x dp ranks, Megatron-Core's amax reduction group (size 1
+  // otherwise, and not computed).
+  GroupShape amax_group;
   double e;          // element bytes
   double tokens;     // per rank
   double act_bytes;  // one full-width activation of the rank's tokens: e T h
@@ -493,9 +496,13 @@ Context MakeContext(const JobCosts& jc, const ParallelConfig& par, const RankLay
             par.cp_comm,
             GroupShape{},
             GroupShape{},
+            GroupShape{},
             0,
             0,
             0};
+  if (jc.training.precision == Precision::kFp8) {
+    c.amax_group = layout.WorstShape({Dim::kTp, Dim::kCp, Dim::kDp}, gpn);
+  }
   if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
     const int a = par.cp_a2a, rings = par.cp / par.cp_a2a;
     c.cp_a2a_group = layout.WorstSubShape(Dim::kCp, a, 1, gpn);
@@ -630,6 +637,21 @@ void AddOutputHead(const Shared& j, StageCost& sc, double& tp_bytes) {
   sc.backward_weight_ms += std::max(gemm, w_comm);
 }
 
+// fp8, TransformerEngine's delayed scaling as Megatron-Core and NeMo run it: a chunk's forward
+// runs inside one fp8_autocast, whose exit all-reduces (max) the amaxes of the chunk's FP8
+// tensors over the amax reduction group, a stage's tp x cp x dp ranks (TE's
+// FP8GlobalStateManager.reduce_and_update_fp8_tensors, async_op=False: the compute stream waits
+// for it); its backward does the same once, at the end of the first FP8 module's backward.
+// Per layer 4 GEMMs, each with 3 forward amaxes (input, weight, output) and 2 backward (output
+// and input gradients), fp32: a latency-bound collective, the faster of NCCL's tree and ring.
+// The recomputed forward of full recompute reuses the forward's scales (no reduction).
+double Fp8AmaxReductionMs(const Context& c, double layers, bool forward) {
+  if (c.t.precision != Precision::kFp8 || layers <= 0 || c.amax_group.size <= 1) return 0;
+  const double bytes = layers * 4 * (forward ? 3 : 2) * 4;
+  return std::min(CollectiveMs(Collective::kAllReduceTree, bytes, c.amax_group, c.topo),
+                  CollectiveMs(Collective::kAllReduceRing, bytes, c.amax_group, c.topo));
+}
+
 // Stage phase: compute times of F, I and W with their TP/SP and CP collectives, and the bytes
 // those collectives send; the decoder layers, then the embedding and the output head.
 void StageCompute(const Shared& j, StageCost& sc) {
@@ -644,6 +666,10 @@ void StageCompute(const Shared& j, StageCost& sc) {
   sc.fused_backward_tp_hidden_ms = L * j.layer.b_tp_hidden;
   sc.forward_cp_comm_ms = L * j.layer.f_cp;
   sc.backward_cp_comm_ms = L * j.layer.i_cp;
+  sc.fp8_amax_forward_ms = Fp8AmaxReductionMs(j.c, L, true);
+  sc.fp8_amax_backward_ms = Fp8AmaxReductionMs(j.c, L, false);
+  sc.forward_ms += sc.fp8_amax_forward_ms;
+  sc.backward_input_ms += sc.fp8_amax_backward_ms;
   double tp_bytes = L * j.layer.tp_bytes;
   if (sc.has_embedding) AddEmbedding(j, sc, tp_bytes);
   if (sc.has_output) AddOutputHead(j, sc, tp_bytes);
@@ -1004,8 +1030,8 @@ void ApplyVariability(JobCosts& jc, const CostInputs& in) {
   if (jc.straggler_factor == 1) return;
   const double k = jc.straggler_factor;
   for (StageCost& sc : jc.stages) {
-    const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms;
-    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms;
+    const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms + sc.fp8_amax_forward_ms;
+    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms + sc.fp8_amax_backward_ms;
     sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
     sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
     sc.backward_weight_ms *= k;

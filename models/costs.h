@@ -45,6 +45,9 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // TP/SP collective time hidden under the GEMMs (training.overlap.tp_comm); not in the times.
   double forward_tp_comm_overlapped_ms = 0, backward_tp_comm_overlapped_ms = 0;
   double forward_cp_comm_ms = 0, backward_cp_comm_ms = 0;  // exposed ring-attention transfers
+  // fp8 (delayed scaling): the amax all-reduce over the stage's tp x cp x dp ranks that ends
+  // each F and each I (or B); in forward_ms and backward_input_ms, exposed.
+  double fp8_amax_forward_ms = 0, fp8_amax_backward_ms = 0;
   // Of backward_tp_comm_ms, what a fused B (I and W in one action) hides under its W GEMMs
   // (training.overlap.tp_dgrad_reduce); a fused B takes I + W minus this.
   double fused_backward_tp_hidden_ms = 0;

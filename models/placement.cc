@@ -167,7 +167,7 @@ bool RankLayout::SpansNodes(Dim d, const RankCoord& c, int gpus_per_node) const 
 }
 
 GroupShape RankLayout::WorstShape(Dim d, int gpus_per_node) const {
-  return WorstShape(d, d, gpus_per_node);
+  return WorstShape(std::initializer_list<Dim>{d}, gpus_per_node);
 }
 
 namespace {
@@ -205,23 +205,34 @@ void Worsen(GroupShape& worst, const GroupShape& g) {
 }  // namespace
 
 GroupShape RankLayout::WorstShape(Dim a, Dim b, int gpus_per_node) const {
-  const int size_b = a == b ? 1 : Size(b);
+  return WorstShape({a, b}, gpus_per_node);
+}
+
+GroupShape RankLayout::WorstShape(std::initializer_list<Dim> dims, int gpus_per_node) const {
+  std::array<bool, 4> in{};
+  for (Dim d : dims) in[Index(d)] = true;
   GroupShape worst;
-  worst.size = Size(a) * size_b;
-  worst.ranks_per_node = worst.size;
   std::array<int, 4> count = size_;
-  count[Index(a)] = 1;
-  count[Index(b)] = 1;
+  // The members' rank offsets from the group's first rank: sum of c_d * stride_d over its
+  // dimensions (c_d < size_d).
+  std::vector<long long> offsets{0}, next;
+  for (std::size_t d = 0; d < 4; ++d) {
+    if (!in[d]) continue;
+    count[d] = 1;
+    next.clear();
+    for (long long o : offsets) {
+      for (int c = 0; c < size_[d]; ++c) next.push_back(o + static_cast<long long>(c) * stride_[d]);
+    }
+    offsets.swap(next);
+  }
+  worst.size = static_cast<int>(offsets.size());
+  worst.ranks_per_node = worst.size;
   const std::vector<char> bases = Residues(count, stride_, gpus_per_node);
-  std::vector<int> nodes;
-  nodes.reserve(static_cast<std::size_t>(worst.size));
+  std::vector<int> nodes(offsets.size());
   for (int base = 0; base < gpus_per_node; ++base) {
     if (!bases[static_cast<std::size_t>(base)]) continue;
-    nodes.clear();
-    for (int i = 0; i < Size(a); ++i) {
-      for (int j = 0; j < size_b; ++j) {
-        nodes.push_back((base + i * Stride(a) + j * Stride(b)) / gpus_per_node);
-      }
+    for (std::size_t i = 0; i < offsets.size(); ++i) {
+      nodes[i] = static_cast<int>((base + offsets[i]) / gpus_per_node);
     }
     Worsen(worst, ShapeOfNodes(nodes));
   }

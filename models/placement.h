@@ -67,6 +67,8 @@ class RankLayout {
   // The same for the group along two dimensions at once (e.g. dp x cp, which reduce
   // gradients together).
   GroupShape WorstShape(Dim a, Dim b, int gpus_per_node) const;
+  // ... and along any set of dimensions (e.g. tp x cp x dp: a pipeline stage's ranks).
+  GroupShape WorstShape(std::initializer_list<Dim> dims, int gpus_per_node) const;
   // The worst of the groups that split d into groups of `size` coordinates `step` apart
   // ({c0 + i * step}, i < size): step 1, the consecutive blocks; step = Size(d) / size, the
   // ranks one from each block. size * step must divide Size(d).

@@ -170,6 +170,36 @@ TEST(PlacementTest, WorstShapeGivesTheNodeSpan) {
   EXPECT_EQ(meta.WorstShape(Dim::kTp, 8).node_span, 1);
 }
 
+// A pipeline stage's tp x cp x dp ranks (fp8's amax reduction group), tp 2, cp 2, dp 2, pp 2
+// on nodes of 4. Megatron's order (tp-cp-dp-pp): ranks 0-7, two whole nodes. Meta's
+// (tp-cp-pp-dp): {0, 1, 2, 3} and {8, 9, 10, 11}, nodes 0 and 2, a span of 3.
+TEST(PlacementTest, WorstShapeOverThreeDimensions) {
+  ParallelConfig p;
+  p.tp = 2;
+  p.cp = 2;
+  p.dp = 2;
+  p.pp = 2;
+  const RankLayout megatron(p);
+  const GroupShape m = megatron.WorstShape({Dim::kTp, Dim::kCp, Dim::kDp}, 4);
+  EXPECT_EQ(m.size, 8);
+  EXPECT_EQ(m.nodes, 2);
+  EXPECT_EQ(m.ranks_per_node, 4);
+  EXPECT_EQ(m.node_span, 2);
+  const RankLayout meta(p, {Dim::kTp, Dim::kCp, Dim::kPp, Dim::kDp});
+  const GroupShape t = meta.WorstShape({Dim::kTp, Dim::kCp, Dim::kDp}, 4);
+  EXPECT_EQ(t.size, 8);
+  EXPECT_EQ(t.nodes, 2);
+  EXPECT_EQ(t.ranks_per_node, 4);
+  EXPECT_EQ(t.node_span, 3);
+  // The one- and two-dimension queries are the same query; a repeated dimension counts once.
+  const GroupShape dp = meta.WorstShape(Dim::kDp, 4), dd = meta.WorstShape({Dim::kDp, Dim::kDp}, 4);
+  EXPECT_EQ(dp.size, 2);
+  EXPECT_EQ(dd.size, 2);
+  EXPECT_EQ(dp.nodes, dd.nodes);
+  EXPECT_EQ(dp.node_span, dd.node_span);
+  EXPECT_EQ(meta.WorstShape(Dim::kDp, 4).node_span, 3);  // ranks 0 and 8
+}
+
 // a2a+p2p's two levels of a CP group of 8 at tp 2 (CP ranks 2 apart) on nodes of 8: the
 // all-to-all pairs {0, 2}, {4, 6}, ... stay on a node; the rings {0, 4, 8, 12} and
 // {2, 6, 10, 14} take two ranks on each of two nodes. Checked against the ranks themselves.

@@ -266,11 +266,6 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "all_gather, a2a and a2a+p2p are simulated only: use cp_comm: p2p with "
                          "`run`");
   }
-  if (par.cp > 1 && cfg.training.recompute != models::Recompute::kNone) {
-    return cfg.source.At("training.recompute",
-                         "activation recomputation with context parallelism (cp > 1) is not in "
-                         "the CPU executor: use recompute: none, or cp: 1");
-  }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "

@@ -90,20 +90,6 @@ std::string Ms(double v) {
 // training.dp_sync async and stale are protocols of parameter servers: workers that push
 // gradients and pull parameters each at its own pace. A ring all-reduce or ZeRO's collectives
 // are barriers among the workers, and so is optimizer_sync's all-rank gradient norm.
-// Activation recomputation with context parallelism is not in the CPU executor (selective
-// would drop ring attention's state, which has no probabilities; full is not validated), so
-// neither `run` nor the CPU executor's inventory (cluster.device: cpu) takes it.
-Status CheckRecomputeWithCp(const JobConfig& c) {
-  if (c.parallel.cp == 1 || c.training.recompute == models::Recompute::kNone) return OkStatus();
-  if (c.cluster.device.name != "cpu") return OkStatus();
-  return c.source.At(
-      "training.recompute",
-      "recompute: " + std::string(models::ToString(c.training.recompute)) +
-          " with context parallelism (parallel.cp: " + std::to_string(c.parallel.cp) +
-          ") is not in the CPU executor (cluster.device: cpu): use recompute: "
-          "none, or cp: 1");
-}
-
 Status CheckDpSync(const JobConfig& c) {
   const models::TrainingConfig& t = c.training;
   if (t.dp_sync == models::DpSync::kSync) return OkStatus();
@@ -205,7 +191,6 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   if (!m) return m.error();
   job.microbatches = *m;
   if (Status s = CheckDpSync(config); !s) return s.error();
-  if (Status s = CheckRecomputeWithCp(config); !s) return s.error();
   // A cluster whose node count was left out is just large enough for this layout.
   models::ClusterConfig& cl = config.cluster;
   if (!cl.nodes_given) {

@@ -17,7 +17,8 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t v = c.vocab;
   // What the attention core saves beside qkv: the blocked (flash-style) attention's output and
   // log-sum-exp per row and head (cp > 1, or recompute none or full), or the probabilities
-  // (selective recompute, which recomputes them in I).
+  // (selective recompute at cp 1). Selective recompute keeps neither until I, where the core's
+  // forward runs again (with cp > 1 the ring's forward, K/V exchanges included).
   const bool blocked = c.cp > 1 || c.recompute != Recompute::kSelective;
   const std::int64_t probs = blocked ? n * hl + n * (c.heads / c.tp)
                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
@@ -92,8 +93,9 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
 
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
-  // Full recompute runs each block's ring attention forward (its K/V exchanges) again in I.
-  m.cp_bytes_per_microbatch = layers * (recompute_full ? 4 : 3) * (c.cp - 1) * n * 2 * hl * kF;
+  // Both recompute modes run each block's ring attention forward (its K/V exchanges) again in I.
+  m.cp_bytes_per_microbatch =
+      layers * (c.recompute != Recompute::kNone ? 4 : 3) * (c.cp - 1) * n * 2 * hl * kF;
   m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;

@@ -64,9 +64,8 @@ struct CpuChunkMemory {
   std::int64_t tp_bytes_per_microbatch = 0;  // F and I of one microbatch (W needs none)
   std::int64_t tp_bytes_per_iteration = 0;   // under SP: the replicated gradients, once a step
   // Bytes this rank sends in ring attention, F and I of one microbatch: per block (cp − 1)
-  // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full
-  // recompute: (cp − 1) K/V blocks more in I, the forward again; neither the executor nor the
-  // simulator runs recompute with cp > 1 yet, see training.recompute in README.md).
+  // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full or
+  // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again).
   std::int64_t cp_bytes_per_microbatch = 0;
 };
 

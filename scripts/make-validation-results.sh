@@ -2,7 +2,8 @@
 # Regenerates results/validation/ (scripts/make-results.sh makes the rest of results/): the
 # validation loop (run --calibrate, simulate --profile, compare) on the CPU backend with 2
 # ranks, for every schedule on pp 2, dp 2, tp 2 and cp 2 (ring attention), on pp 2 with
-# activation recomputation (recompute-full, recompute-selective), and the classic tutorial
+# activation recomputation (recompute-full, recompute-selective), on cp 2 with both
+# recompute modes (cp2-recompute), and the classic tutorial
 # experiment; the 8-rank hybrids (`hybrid8`: dp 2 x tp 2 x pp 2 with ZeRO-1, and
 # dp 4 x pp 2; with fewer cores than ranks their timing is stated, not checked: memory and
 # bytes are); and the sleep backend's row set (`sleep`: run --backend sleep against simulate
@@ -12,7 +13,7 @@
 # average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
 # BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 cp2 hybrid8 recompute-full
-# recompute-selective tutorial sleep sleep-stragglers
+# recompute-selective cp2-recompute tutorial sleep sleep-stragglers
 # (sleep-stragglers: the sleep backend with execution.stragglers, a fixed 1.5x rank and a
 # seeded lognormal draw per rank and step). Sets not named are kept as they are; README.md is
 # made from all of them.
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 dp2 tp2 cp2 hybrid8 recompute-full recompute-selective tutorial sleep sleep-stragglers}
+sets=${*:-pp2 dp2 tp2 cp2 hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -34,6 +35,9 @@ for set in $sets; do
   elif [ "$set" = hybrid8 ]; then
     "$pipetwin" validate examples/validate/hybrid8-dp2-tp2-pp2-zero1.yaml \
       examples/validate/hybrid8-dp4-pp2.yaml --schedules all --out "$out/hybrid8" || true
+  elif [ "$set" = cp2-recompute ]; then
+    "$pipetwin" validate examples/validate/cp2-recompute-full.yaml \
+      examples/validate/cp2-recompute-selective.yaml --schedules all --out "$out/$set" || true
   elif [ "$set" = sleep ]; then
     "$pipetwin" validate --backend sleep examples/validate/sleep-pp4.yaml \
       examples/validate/sleep-pp8.yaml examples/validate/sleep-pp2-dp4.yaml --schedules all \
@@ -53,7 +57,8 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 dp2 tp2 cp2 hybrid8 recompute-full recompute-selective tutorial sleep sleep-stragglers; do
+  for d in pp2 dp2 tp2 cp2 hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep \
+    sleep-stragglers; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"
     echo

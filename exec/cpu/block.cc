@@ -1,7 +1,6 @@
 #include "exec/cpu/block.h"
 
 #include <cassert>
-#include <stdexcept>
 
 #include "exec/cpu/model.h"
 
@@ -33,10 +32,6 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
                                    const TpContext& tp, int layer, Recompute recompute,
                                    const CpContext& cp)
     : tp_(tp), dropout_(model.dropout), layer_(layer), recompute_(recompute) {
-  if (recompute == Recompute::kSelective && cp.cfg.size > 1) {
-    throw std::invalid_argument(
-        "selective recompute with context parallelism (cp > 1) is not implemented");
-  }
   const LocalDims d = MakeLocalDims(model, tp.cfg, cp.cfg);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
@@ -51,7 +46,8 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   proj_ = Linear(p.proj_w, p.proj_b, row_parallel);
   fc2_ = Linear(p.fc2_w, p.fc2_b, row_parallel);
   // Blocked (flash-style) attention keeps out and log-sum-exp instead of the probabilities;
-  // selective recompute (cp = 1 only) recomputes CausalSelfAttention's probabilities.
+  // selective recompute at cp = 1 recomputes CausalSelfAttention's probabilities, at cp > 1
+  // the ring's forward (out and log-sum-exp, its K/V exchanges again).
   ring_attention_ = cp.cfg.size > 1 || recompute != Recompute::kSelective;
   if (ring_attention_) {
     ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp);
@@ -99,15 +95,21 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   if (keep_core) {
     a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring)
                         : attn_.Forward(std::move(a), &s->attn);
-  } else {  // kSelective: never with ring attention (the constructor refuses it)
-    assert(!ring_attention_);
+  } else if (ring_attention_) {  // kSelective under cp > 1: keep the core's input only
+    RingAttention::Saved core;
+    {
+      const DiscardSaved scope;
+      a = ring_.Forward(std::move(a), &core);
+    }
+    s->attn_qkv = Keep(std::move(core.qkv));
+  } else {  // kSelective at cp = 1
     CausalSelfAttention::Saved core;
     {
       const DiscardSaved scope;
       a = attn_.Forward(std::move(a), &core);
     }
     s->attn_qkv = Keep(std::move(core.qkv));
-  }  // core.probs, workspace, freed here
+  }  // core's out and log-sum-exp (or probabilities), workspace, freed here
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
   proj_.AddBias(x1);
@@ -148,8 +150,13 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   a = GatherToTpRegion(std::move(a), tp_);
   a = proj_.BackwardInput(std::move(a), &s->proj);
   if (recompute_ == Recompute::kSelective) {
-    // The attention core's forward again from its kept input (s->attn becomes qkv + probs).
-    (void)attn_.Forward(std::move(s->attn_qkv), &s->attn);
+    // The attention core's forward again from its kept input (s->attn becomes qkv + probs;
+    // s->ring qkv, out and log-sum-exp, the K/V blocks passed around the ring again).
+    if (ring_attention_) {
+      (void)ring_.Forward(std::move(s->attn_qkv), &s->ring);
+    } else {
+      (void)attn_.Forward(std::move(s->attn_qkv), &s->attn);
+    }
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);

@@ -36,9 +36,10 @@
 //
 // Under context parallelism (cp > 1) the attention core is ring attention over the CP group
 // (ring_attention.h) on this rank's two chunks of the sequence; everything else is per token.
-// kFull re-runs it (and its ring exchanges) unchanged. kSelective with cp > 1 is not
-// implemented (ring attention keeps its output and log-sum-exp, no probabilities to drop):
-// the constructor throws std::invalid_argument, and `run` refuses it earlier.
+// kFull re-runs it (and its ring exchanges) unchanged. kSelective keeps the ring's input qkv
+// only, not its output [N, hl] and log-sum-exp [N, heads]; I re-runs the ring's forward, its
+// K/V blocks passed around the CP group again, just before the ring's backward (4 (cp − 1) K/V
+// or dK/dV blocks a layer and microbatch instead of 3, as under kFull).
 //
 //   TransformerBlock block(params, model, tp, layer, Recompute::kFull, cp);  // cp: {} = no CP
 //   TransformerBlock::Saved s;

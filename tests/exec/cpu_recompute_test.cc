@@ -323,5 +323,29 @@ TEST(CpuRecompute, InventoryHandCount) {
   EXPECT_EQ(n.params, f.params);
 }
 
+// The same block under cp 2 (ring attention): N = R = 8 tokens a rank. Stored, it saves
+// N(8h + 2 ffn + 2) = 1552 floats and the ring's output and log-sum-exp, N h + N heads = 160;
+// selective drops those 160 (the ring's forward runs again in I), full keeps N h = 128. W keeps
+// N(8h + 2 ffn) = 1536. Inside I: none peaks at fc2's dy, N h = 128; selective at the ring's
+// recompute, N h + N h − (N h + N) + 160 = 280; full at the recomputed block, 1712.
+TEST(CpuRecompute, InventoryHandCountUnderCp) {
+  const ModelConfig m = SmallModel();
+  const CpConfig cp{.size = 2, .rank = 0};
+  const ChunkSpec mid{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
+  ChunkSpec sel = mid, full = mid;
+  sel.recompute = Recompute::kSelective;
+  full.recompute = Recompute::kFull;
+  const ChunkInventory n = PredictChunkMemory(m, mid, TpConfig{}, cp);
+  const ChunkInventory s = PredictChunkMemory(m, sel, TpConfig{}, cp);
+  const ChunkInventory f = PredictChunkMemory(m, full, TpConfig{}, cp);
+  EXPECT_EQ(n.activations_full, 4u * (1552 + 160));
+  EXPECT_EQ(s.activations_full, 4u * 1552);
+  EXPECT_EQ(f.activations_full, 4u * 128);
+  for (const ChunkInventory* i : {&n, &s, &f}) EXPECT_EQ(i->activations_pending_w, 4u * 1536);
+  EXPECT_EQ(n.activations_i_transient, 4u * 128);
+  EXPECT_EQ(s.activations_i_transient, 4u * 280);
+  EXPECT_EQ(f.activations_i_transient, 4u * 1712);
+}
+
 }  // namespace
 }  // namespace pipetwin::cpu

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -210,10 +211,13 @@ ModelConfig SmallModel() {
                      .seed = 99};
 }
 
-// A whole chunk on cp ranks (tp ranks each, SP) against the unsplit chunk: loss and gradients.
-void CheckChunk(int cp, int tp) {
+// A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
+// chunk that stores every activation: loss and gradients; memory against the inventory.
+void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone) {
   const ModelConfig m = SmallModel();
-  const ChunkSpec spec{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
+  const ChunkSpec stored{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
+  ChunkSpec spec = stored;
+  spec.recompute = recompute;
   SyntheticData data({.vocab = m.vocab,
                       .seq_len = m.seq_len,
                       .micro_batch = m.micro_batch,
@@ -222,7 +226,7 @@ void CheckChunk(int cp, int tp) {
   std::vector<std::int32_t> tokens(data.tokens_per_microbatch()), labels(tokens.size());
   data.Fill(0, 0, tokens, labels);
   Accountant ref_acc;
-  Chunk ref(m, spec, TpConfig{}, ref_acc);
+  Chunk ref(m, stored, TpConfig{}, ref_acc);
   const float ref_loss = ref.Forward(0, {.tokens = tokens, .labels = labels});
   ref.Backward(0, {}, {});
   const std::vector<float> full_params(ref.params().begin(), ref.params().end());
@@ -274,20 +278,36 @@ void CheckChunk(int cp, int tp) {
   // Each CP rank's loss is its share; the shares add up to the unsplit mean.
   double sum = 0;
   for (int c = 0; c < cp; ++c) sum += static_cast<double>(loss[static_cast<std::size_t>(c * tp)]);
+  const std::string what = "cp " + std::to_string(cp) + " tp " + std::to_string(tp) +
+                           " recompute " +
+                           (recompute == Recompute::kFull        ? "full"
+                            : recompute == Recompute::kSelective ? "selective"
+                                                                 : "none");
   EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
-      << "cp " << cp << " tp " << tp;
+      << what;
   std::vector<float> total(full_params.size(), 0.0f);
   for (int c = 0; c < cp; ++c) {
     const auto& g = grads[static_cast<std::size_t>(c)];
     for (std::size_t i = 0; i < total.size(); ++i) total[i] += g[i];
   }
-  EXPECT_LT(RelErr(total, ref.grads()), 1e-6) << "cp " << cp << " tp " << tp;
+  EXPECT_LT(RelErr(total, ref.grads()), 1e-6) << what;
 }
 
 TEST(RingAttention, ChunkEqualsUnsplitModel) {
   CheckChunk(2, 1);
   CheckChunk(3, 1);
   CheckChunk(2, 2);
+}
+
+// Recompute under CP: full re-runs the whole block (its ring included) in I, selective the
+// ring's forward alone (from the kept qkv); both equal the unsplit chunk that stores
+// everything, and the Accountant equals the inventory after F, through I and after W.
+TEST(RingAttention, RecomputedChunkEqualsUnsplitModel) {
+  for (const Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
+    CheckChunk(2, 1, mode);
+    CheckChunk(3, 1, mode);
+    CheckChunk(2, 2, mode);
+  }
 }
 
 }  // namespace

@@ -300,6 +300,36 @@ TEST(CostsTest, CpAllGatherRunsInSeriesWithTheAttention) {
   EXPECT_NEAR(static_cast<double>(a.cp_bytes_per_microbatch), layers * 3 * (cp - 1) * kv, 1);
 }
 
+// Recompute under CP re-runs the attention core's CP exchanges: both modes send the forward's
+// (cp − 1) K/V blocks again in I, 4 (cp − 1) a layer instead of 3; selective adds exactly the
+// core's forward (its exposed CP time included) to I, full the whole forward.
+TEST(CostsTest, RecomputeUnderCpSendsTheForwardsKvAgain) {
+  auto job = [](const std::string& recompute) {
+    return "schedule: 1f1b\nparallel: {pp: 1, cp: 4}\nmodel: {preset: gpt3-1.3b, seq_len: 8192}\n"
+           "training: {global_batch: 2, micro_batch: 1, flash_attention: true, recompute: " +
+           recompute + "}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n";
+  };
+  Expected<JobCosts> none = Costs(job("none"), 1);
+  Expected<JobCosts> sel = Costs(job("selective"), 1);
+  Expected<JobCosts> full = Costs(job("full"), 1);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  ASSERT_TRUE(sel.ok()) << sel.error().message;
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  const int cp = 4, layers = 24;
+  const double kv = 2.0 * (8192 / cp) * 2 * 2048;  // bf16 K and V of the rank's tokens
+  EXPECT_NEAR(static_cast<double>(none->stages[0].cp_bytes_per_microbatch),
+              layers * 3 * (cp - 1) * kv, 1);
+  for (const JobCosts* j : {&*sel, &*full}) {
+    EXPECT_NEAR(static_cast<double>(j->stages[0].cp_bytes_per_microbatch),
+                layers * 4 * (cp - 1) * kv, 1);
+  }
+  const StageCost &n = none->stages[0], &s = sel->stages[0], &f = full->stages[0];
+  EXPECT_NEAR(s.backward_cp_comm_ms - n.backward_cp_comm_ms, n.forward_cp_comm_ms, 1e-9);
+  EXPECT_NEAR(f.backward_cp_comm_ms - n.backward_cp_comm_ms, n.forward_cp_comm_ms, 1e-9);
+  EXPECT_GT(s.backward_input_ms, n.backward_input_ms);
+  EXPECT_LT(s.backward_input_ms, f.backward_input_ms);
+}
+
 // parallel.cp_comm: a2a (DeepSpeed-Ulysses, TransformerEngine's a2a): before the attention Q, K
 // and V are each all-to-all'd from a sequence shard to a head shard, after it the output back;
 // the backward the same four (dO; dQ, dK, dV). In series with the attention, as a gather is.

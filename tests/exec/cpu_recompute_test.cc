@@ -296,31 +296,50 @@ TEST(CpuRecompute, AccountantMatchesInventoryUnderTp) {
   }
 }
 
-// A hand count for one block in the middle, tp = 1: N = R = 16 tokens, h = 16, ffn = 32, 4
-// heads, S = 8, B = 2. Stored (recompute none), the block saves N(8h + 2 ffn + 2) = 3104 floats
-// and the blocked attention's output and log-sum-exp, N h + N heads = 320; selective keeps
-// CausalSelfAttention, whose B heads S^2 = 512 probabilities it drops and recomputes; full keeps
-// the N h = 256 input floats. W keeps N(8h + 2 ffn) = 3072 floats in every mode. Inside I: full
-// first holds the recomputed block and its input (3424 + 256 − 256 freed after: peak +3424 over
-// the input it starts from); selective peaks at the attention core's recompute: N h (fc2 dy) +
-// N h (proj dy) − (N h + N) (LN2 freed) + 512 = 752 floats above its start.
-TEST(CpuRecompute, InventoryHandCount) {
+// A middle block's inventory in floats, counted by hand: what F saves under recompute none,
+// selective and full, what W keeps (the same in every mode), and I's peak rise per mode.
+struct HandCount {
+  std::size_t saved_none, saved_selective, saved_full, pending_w;
+  std::size_t i_none, i_selective, i_full;
+};
+
+void CheckHandCount(const CpConfig& cp, const HandCount& want) {
   const ModelConfig m = SmallModel();
   const ChunkSpec mid{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
   ChunkSpec sel = mid, full = mid;
   sel.recompute = Recompute::kSelective;
   full.recompute = Recompute::kFull;
-  const ChunkInventory n = PredictChunkMemory(m, mid, TpConfig{});
-  const ChunkInventory s = PredictChunkMemory(m, sel, TpConfig{});
-  const ChunkInventory f = PredictChunkMemory(m, full, TpConfig{});
-  EXPECT_EQ(n.activations_full, 4u * (3104 + 320));
-  EXPECT_EQ(s.activations_full, 4u * 3104);
-  EXPECT_EQ(f.activations_full, 4u * 256);
-  for (const ChunkInventory* i : {&n, &s, &f}) EXPECT_EQ(i->activations_pending_w, 4u * 3072);
-  EXPECT_EQ(n.activations_i_transient, 4u * 256);
-  EXPECT_EQ(s.activations_i_transient, 4u * 752);
-  EXPECT_EQ(f.activations_i_transient, 4u * 3424);
+  const ChunkInventory n = PredictChunkMemory(m, mid, TpConfig{}, cp);
+  const ChunkInventory s = PredictChunkMemory(m, sel, TpConfig{}, cp);
+  const ChunkInventory f = PredictChunkMemory(m, full, TpConfig{}, cp);
+  EXPECT_EQ(n.activations_full, 4 * want.saved_none) << "cp " << cp.size;
+  EXPECT_EQ(s.activations_full, 4 * want.saved_selective) << "cp " << cp.size;
+  EXPECT_EQ(f.activations_full, 4 * want.saved_full) << "cp " << cp.size;
+  for (const ChunkInventory* i : {&n, &s, &f}) {
+    EXPECT_EQ(i->activations_pending_w, 4 * want.pending_w) << "cp " << cp.size;
+  }
+  EXPECT_EQ(n.activations_i_transient, 4 * want.i_none) << "cp " << cp.size;
+  EXPECT_EQ(s.activations_i_transient, 4 * want.i_selective) << "cp " << cp.size;
+  EXPECT_EQ(f.activations_i_transient, 4 * want.i_full) << "cp " << cp.size;
   EXPECT_EQ(n.params, f.params);
+}
+
+// tp = 1: N = R = 16 tokens, h = 16, ffn = 32, 4 heads, S = 8, B = 2. Stored (recompute none),
+// the block saves N(8h + 2 ffn + 2) = 3104 floats and the blocked attention's output and
+// log-sum-exp, N h + N heads = 320; selective keeps CausalSelfAttention, whose B heads S^2 = 512
+// probabilities it drops and recomputes; full keeps the N h = 256 input floats. W keeps
+// N(8h + 2 ffn) = 3072 floats in every mode. Inside I: none peaks at fc2's dy, N h = 256; full
+// first holds the recomputed block and its input (3424 + 256 − 256 freed after: peak +3424 over
+// the input it starts from); selective peaks at the attention core's recompute: N h (fc2 dy) +
+// N h (proj dy) − (N h + N) (LN2 freed) + 512 = 752 floats above its start.
+TEST(CpuRecompute, InventoryHandCount) {
+  CheckHandCount({}, {.saved_none = 3104 + 320,
+                      .saved_selective = 3104,
+                      .saved_full = 256,
+                      .pending_w = 3072,
+                      .i_none = 256,
+                      .i_selective = 752,
+                      .i_full = 3424});
 }
 
 // The same block under cp 2 (ring attention): N = R = 8 tokens a rank. Stored, it saves
@@ -329,22 +348,13 @@ TEST(CpuRecompute, InventoryHandCount) {
 // N(8h + 2 ffn) = 1536. Inside I: none peaks at fc2's dy, N h = 128; selective at the ring's
 // recompute, N h + N h − (N h + N) + 160 = 280; full at the recomputed block, 1712.
 TEST(CpuRecompute, InventoryHandCountUnderCp) {
-  const ModelConfig m = SmallModel();
-  const CpConfig cp{.size = 2, .rank = 0};
-  const ChunkSpec mid{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
-  ChunkSpec sel = mid, full = mid;
-  sel.recompute = Recompute::kSelective;
-  full.recompute = Recompute::kFull;
-  const ChunkInventory n = PredictChunkMemory(m, mid, TpConfig{}, cp);
-  const ChunkInventory s = PredictChunkMemory(m, sel, TpConfig{}, cp);
-  const ChunkInventory f = PredictChunkMemory(m, full, TpConfig{}, cp);
-  EXPECT_EQ(n.activations_full, 4u * (1552 + 160));
-  EXPECT_EQ(s.activations_full, 4u * 1552);
-  EXPECT_EQ(f.activations_full, 4u * 128);
-  for (const ChunkInventory* i : {&n, &s, &f}) EXPECT_EQ(i->activations_pending_w, 4u * 1536);
-  EXPECT_EQ(n.activations_i_transient, 4u * 128);
-  EXPECT_EQ(s.activations_i_transient, 4u * 280);
-  EXPECT_EQ(f.activations_i_transient, 4u * 1712);
+  CheckHandCount({.size = 2, .rank = 0}, {.saved_none = 1552 + 160,
+                                          .saved_selective = 1552,
+                                          .saved_full = 128,
+                                          .pending_w = 1536,
+                                          .i_none = 128,
+                                          .i_selective = 280,
+                                          .i_full = 1712});
 }
 
 }  // namespace

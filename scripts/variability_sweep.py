@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""What a default per-rank variability would do to the accuracy suite (models/README.md,
+"Per-rank variability"): for each cv, every job of examples/published/ gets
+`cluster.variability: {distribution: D, cv: CV}`, each device's gemm_efficiency is refitted on
+its bf16 fit rows (grid 0.01, least squares of the relative error, as
+scripts/fit_gemm_efficiency.py does) and H100's fp8_gemm_factor on its FP8 fit rows; then it
+prints, per device, the test rows' mean and max absolute error (all, and without MosaicML's),
+the fit rows' RMS, and the slope of the signed error (without MosaicML's) per doubling of GPUs.
+
+  scripts/variability_sweep.py build/default/apps/pipetwin normal 0,0.01,0.02,0.03
+
+Two processes; a minute or so per cv.
+"""
+import glob
+import math
+import os
+import sys
+import tempfile
+from multiprocessing import Pool
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import published  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+RUNS = [published.read_run(p)
+        for p in sorted(glob.glob(os.path.join(ROOT, "examples", "published", "*", "*.yaml")))]
+BY_PATH = {r["path"]: r for r in RUNS}
+BIN = None
+
+
+def init(binary):
+    global BIN
+    BIN = binary
+
+
+def error(args):
+    path, dist, cv, e, f8 = args
+    with open(path) as f:
+        job = yaml.safe_load(f)
+    cluster = job.setdefault("cluster", {})
+    if cv > 0:
+        cluster["variability"] = {"distribution": dist, "cv": cv}
+    compute = cluster.setdefault("compute", {})
+    if e is not None:
+        compute["gemm_efficiency"] = e
+    if f8 is not None:
+        compute["fp8_gemm_factor"] = f8
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "job.yaml")
+        with open(p, "w") as f:
+            yaml.safe_dump(job, f)
+        rep = published.simulate(BIN, p, tmp)
+    meta = BY_PATH[path]["meta"]
+    return published.error_pct(meta["metric"], published.METRICS[meta["metric"]][1](rep),
+                               meta["value"])
+
+
+def best(pool, paths, grid, make):
+    scores = [(sum(x * x for x in pool.map(error, [make(p, v) for p in paths])), v) for v in grid]
+    return min(scores)[1]
+
+
+def summary(errs, dev):
+    sel = [(r, x) for r, x in zip(RUNS, errs) if r["device"].startswith(dev)]
+    test = [abs(x) for r, x in sel if r["meta"]["split"] == "test"]
+    other = [abs(x) for r, x in sel if r["meta"]["split"] == "test" and "mosaicml" not in r["path"]]
+    fit = [x for r, x in sel if r["meta"]["split"] == "fit"]
+    pts = [(math.log2(r["gpus"]), x) for r, x in sel if "mosaicml" not in r["path"]]
+    mx = sum(a for a, _ in pts) / len(pts)
+    my = sum(b for _, b in pts) / len(pts)
+    slope = (sum((a - mx) * (b - my) for a, b in pts) / sum((a - mx) ** 2 for a, _ in pts))
+    return ("%s: test %.2f%% (max %.1f%%, %d); without MosaicML %.2f%% (max %.1f%%, %d); "
+            "fit RMS %.2f%%; slope %+.2f points per doubling of GPUs" % (
+                dev, sum(test) / len(test), max(test), len(test), sum(other) / len(other),
+                max(other), len(other), math.sqrt(sum(x * x for x in fit) / len(fit)), slope))
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    dist = argv[2] if len(argv) > 2 else "normal"
+    cvs = [float(x) for x in argv[3].split(",")] if len(argv) > 3 else [0.0, 0.01, 0.02]
+    with Pool(2, initializer=init, initargs=(argv[1],)) as pool:
+        for cv in cvs:
+            e = {}
+            for dev, grid in (("a100", range(60, 81)), ("h100", range(60, 81))):
+                fit = [r["path"] for r in RUNS if r["device"].startswith(dev)
+                       and r["meta"]["split"] == "fit" and r["precision"] != "fp8"]
+                e[dev] = best(pool, fit, [g / 100 for g in grid],
+                              lambda p, v: (p, dist, cv, v, None))
+            fp8 = [r["path"] for r in RUNS if r["device"].startswith("h100")
+                   and r["meta"]["split"] == "fit" and r["precision"] == "fp8"]
+            f8 = best(pool, fp8, [g / 100 for g in range(80, 101)],
+                      lambda p, v: (p, dist, cv, e["h100"], v))
+            errs = pool.map(error, [(r["path"], dist, cv,
+                                     e["a100"] if r["device"].startswith("a100") else e["h100"],
+                                     f8) for r in RUNS])
+            print("%s cv %.3f: gemm_efficiency A100 %.2f, H100 %.2f; fp8_gemm_factor %.2f"
+                  % (dist, cv, e["a100"], e["h100"], f8))
+            for dev in ("a100", "h100"):
+                print("  " + summary(errs, dev))
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

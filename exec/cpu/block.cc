@@ -58,6 +58,21 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
 }
 
 namespace {
+// An attention core's forward that keeps only its input (qkv) in *kept: the rest of what it
+// saves (the probabilities, or the ring's output and log-sum-exp) stays workspace and is freed
+// on return, to be recomputed in I.
+template <class Core>
+Tensor ForwardKeepingInput(const Core& core, Tensor qkv, Tensor* kept) {
+  typename Core::Saved saved;
+  Tensor out;
+  {
+    const DiscardSaved scope;
+    out = core.Forward(std::move(qkv), &saved);
+  }
+  *kept = Keep(std::move(saved.qkv));
+  return out;
+}
+
 // Dropout keys of a block's two branches.
 std::uint64_t BranchKey(std::uint64_t key, int layer, int branch) {
   return Mix64(key ^
@@ -95,21 +110,10 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   if (keep_core) {
     a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring)
                         : attn_.Forward(std::move(a), &s->attn);
-  } else if (ring_attention_) {  // kSelective under cp > 1: keep the core's input only
-    RingAttention::Saved core;
-    {
-      const DiscardSaved scope;
-      a = ring_.Forward(std::move(a), &core);
-    }
-    s->attn_qkv = Keep(std::move(core.qkv));
-  } else {  // kSelective at cp = 1
-    CausalSelfAttention::Saved core;
-    {
-      const DiscardSaved scope;
-      a = attn_.Forward(std::move(a), &core);
-    }
-    s->attn_qkv = Keep(std::move(core.qkv));
-  }  // core's out and log-sum-exp (or probabilities), workspace, freed here
+  } else {  // kSelective: of the core, only its input is kept
+    a = ring_attention_ ? ForwardKeepingInput(ring_, std::move(a), &s->attn_qkv)
+                        : ForwardKeepingInput(attn_, std::move(a), &s->attn_qkv);
+  }
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
   proj_.AddBias(x1);
@@ -152,11 +156,8 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   if (recompute_ == Recompute::kSelective) {
     // The attention core's forward again from its kept input (s->attn becomes qkv + probs;
     // s->ring qkv, out and log-sum-exp, the K/V blocks passed around the ring again).
-    if (ring_attention_) {
-      (void)ring_.Forward(std::move(s->attn_qkv), &s->ring);
-    } else {
-      (void)attn_.Forward(std::move(s->attn_qkv), &s->attn);
-    }
+    (void)(ring_attention_ ? ring_.Forward(std::move(s->attn_qkv), &s->ring)
+                           : attn_.Forward(std::move(s->attn_qkv), &s->attn));
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);

@@ -161,7 +161,7 @@ CudaBackend<T>::CudaBackend(const BackendConfig& cfg)
       typename CudaChunk<T>::OptimizerConfig opt;
       opt.adam = b.adam;
       opt.lr = b.learning_rate;
-      auto c = std::make_unique<CudaChunk<T>>(b.model, spec, b.tp, ctx_, opt);
+      auto c = std::make_unique<CudaChunk<T>>(b.model, spec, b.tp, ctx_, opt, b.recompute);
       c->set_loss_scale(1.0f / static_cast<float>(b.microbatches * b.dp));
       chunks_[s] = std::move(c);
     }
@@ -515,7 +515,8 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 
 }  // namespace
 
-// What the CUDA backend runs: bf16 or fp32, every activation kept, unfused attention, no ZeRO.
+// What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
+// attention, no ZeRO.
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
   if (c.parallel.zero > 0) {
@@ -526,12 +527,6 @@ Status CheckCudaJob(const ResolvedJob& job) {
   if (t.precision == models::Precision::kFp16) {
     return c.source.At("training.precision",
                        "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
-  }
-  if (t.recompute != models::Recompute::kNone) {
-    return c.source.At(
-        "training.recompute",
-        "the CUDA backend keeps every activation: use recompute: none with --backend "
-        "cuda (--backend cpu runs selective and full)");
   }
   if (t.flash_attention) {
     return c.source.At("training.flash_attention",

@@ -58,8 +58,9 @@ enum TpKind { kAllReduce = 0, kReduceScatter = 1, kAllGather = 2 };
 
 template <class T>
 CudaChunk<T>::CudaChunk(const gpt::ModelConfig& model, const gpt::ChunkSpec& spec,
-                        const gpt::TpConfig& tp, DeviceContext& ctx, const OptimizerConfig& opt)
-    : model_(model), spec_(spec), tp_(tp), ctx_(&ctx), opt_(opt) {
+                        const gpt::TpConfig& tp, DeviceContext& ctx, const OptimizerConfig& opt,
+                        gpt::Recompute recompute)
+    : model_(model), spec_(spec), tp_(tp), recompute_(recompute), ctx_(&ctx), opt_(opt) {
   if (auto err = gpt::Validate(model, spec, tp)) throw std::invalid_argument(*err);
   if (tp.size > 1 && ctx.tp_comm == nullptr) {
     throw std::invalid_argument("cuda chunk: tp > 1 needs the TP communicator");
@@ -203,50 +204,58 @@ void CudaChunk<T>::LinearWeight(const DT& x, const DT& dy, std::size_t w, std::s
 }
 
 template <class T>
+void CudaChunk<T>::CoreAttentionForward(const DT& qkv, DT* probs, T* out) {
+  const I64 B = dims_.batch, S = dims_.seq, al = dims_.heads_local, D = dims_.head_dim;
+  *probs = DT(*ctx_->alloc, saved_, B * al * S, S);
+  const AttentionShape shape{.batch = B, .seq = S, .heads = al, .head_dim = D};
+  for (I64 b = 0; b < B; ++b) {
+    const PlacedGemm g = ScoresGemm(shape, b);
+    Mm(g.g, qkv.data() + g.a_offset, qkv.data() + g.b_offset, probs->data() + g.c_offset);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  LaunchCausalSoftmaxForward<T>(probs->data(), B * al * S, S, scale, ctx_->compute);
+  for (I64 b = 0; b < B; ++b) {
+    const PlacedGemm g = AttnOutGemm(shape, b);
+    Mm(g.g, probs->data() + g.a_offset, qkv.data() + g.b_offset, out + g.c_offset);
+  }
+}
+
+template <class T>
 typename CudaChunk<T>::DT CudaChunk<T>::BlockForward(const BlockOffsets& o, DT x, BlockSaved* s) {
   const I64 R = dims_.rows, h = dims_.hidden, hl = dims_.hidden_local, B = dims_.batch,
-            S = dims_.seq, al = dims_.heads_local, D = dims_.head_dim, fl = dims_.ffn_local;
+            S = dims_.seq, fl = dims_.ffn_local;
   const float eps = model_.layernorm_eps;
   cudaStream_t st = ctx_->compute;
   // Attention half.
   DT a = New(R, h);
   LaunchLayerNormForward<T>(x.data(), P(o.ln1_g), P(o.ln1_b), a.data(), R, h, eps, st);
-  s->a1 = Gather(std::move(a)).As(MemCategory::kActivations);
+  s->a1 = Gather(std::move(a)).As(saved_);
   Linear(s->a1, o.qkv_w, o.qkv_b, 3 * hl, &s->qkv);
-  s->qkv = std::move(s->qkv).As(MemCategory::kActivations);
-  s->probs = DT(*ctx_->alloc, MemCategory::kActivations, B * al * S, S);
-  s->attn = DT(*ctx_->alloc, MemCategory::kActivations, B * S, hl);
-  const AttentionShape shape{.batch = B, .seq = S, .heads = al, .head_dim = D};
-  for (I64 b = 0; b < B; ++b) {
-    const PlacedGemm g = ScoresGemm(shape, b);
-    Mm(g.g, s->qkv.data() + g.a_offset, s->qkv.data() + g.b_offset, s->probs.data() + g.c_offset);
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  LaunchCausalSoftmaxForward<T>(s->probs.data(), B * al * S, S, scale, st);
-  for (I64 b = 0; b < B; ++b) {
-    const PlacedGemm g = AttnOutGemm(shape, b);
-    Mm(g.g, s->probs.data() + g.a_offset, s->qkv.data() + g.b_offset, s->attn.data() + g.c_offset);
-  }
+  s->qkv = std::move(s->qkv).As(saved_);
+  s->attn = DT(*ctx_->alloc, saved_, B * S, hl);
+  CoreAttentionForward(s->qkv, &s->probs, s->attn.data());
+  // Selective recompute: of the core's state only its input (Q K V) stays; I rebuilds probs.
+  if (recompute_ == gpt::Recompute::kSelective) s->probs.Reset();
   DT p;
   Linear(s->attn, o.proj_w, std::size_t(-1), h, &p);
   DT x1 = Reduce(std::move(p));
   LaunchAddBias<T>(x1.data(), P(o.proj_b), R, h, st);
   LaunchAdd<T>(x1.data(), x.data(), R * h, st);
-  s->x = std::move(x).As(MemCategory::kActivations);
+  s->x = std::move(x).As(saved_);
   // MLP half.
   DT m = New(R, h);
   LaunchLayerNormForward<T>(x1.data(), P(o.ln2_g), P(o.ln2_b), m.data(), R, h, eps, st);
-  s->m1 = Gather(std::move(m)).As(MemCategory::kActivations);
+  s->m1 = Gather(std::move(m)).As(saved_);
   Linear(s->m1, o.fc1_w, o.fc1_b, fl, &s->f1);
-  s->f1 = std::move(s->f1).As(MemCategory::kActivations);
-  s->g1 = DT(*ctx_->alloc, MemCategory::kActivations, s->f1.rows(), fl);
+  s->f1 = std::move(s->f1).As(saved_);
+  s->g1 = DT(*ctx_->alloc, saved_, s->f1.rows(), fl);
   LaunchGeluForward<T>(s->f1.data(), s->g1.data(), s->f1.size(), st);
   DT f2;
   Linear(s->g1, o.fc2_w, std::size_t(-1), h, &f2);
   DT y = Reduce(std::move(f2));
   LaunchAddBias<T>(y.data(), P(o.fc2_b), R, h, st);
   LaunchAdd<T>(y.data(), x1.data(), R * h, st);
-  s->x1 = std::move(x1).As(MemCategory::kActivations);
+  s->x1 = std::move(x1).As(saved_);
   return y;
 }
 
@@ -296,6 +305,12 @@ typename CudaChunk<T>::DT CudaChunk<T>::BlockBackwardInput(const BlockOffsets& o
   s->d_proj = Gather(std::move(dx1)).As(MemCategory::kActivations);
   DT d_attn;
   LinearInput(s->d_proj, o.proj_w, hl, &d_attn);
+  if (recompute_ == gpt::Recompute::kSelective) {
+    // The core's forward again from the kept Q K V, as Megatron-LM's checkpointed core
+    // attention runs it (its output is not needed: the attention-output GEMM kept its input).
+    DT out = New(B * S, hl);
+    CoreAttentionForward(s->qkv, &s->probs, out.data());
+  }
   s->d_qkv = DT(*ctx_->alloc, MemCategory::kActivations, B * S, 3 * hl);
   DT dp = New(al * S, S);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -369,7 +384,18 @@ void CudaChunk<T>::Forward(I64 mb, std::span<const std::int32_t> tokens,
     PT_CUDA_CHECK(cudaMemcpyAsync(x.data(), input, x.bytes(), cudaMemcpyDeviceToDevice, st));
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    x = BlockForward(blocks_[i], std::move(x), &state->blocks[i]);
+    if (recompute_ != gpt::Recompute::kFull) {
+      x = BlockForward(blocks_[i], std::move(x), &state->blocks[i]);
+      continue;
+    }
+    // Full recompute: the block runs as usual but counts what it saves as workspace, freed
+    // when `run` goes out of scope (stream-ordered); only its input is kept, as activations.
+    BlockSaved run;
+    saved_ = MemCategory::kWorkspace;
+    DT y = BlockForward(blocks_[i], std::move(x), &run);
+    saved_ = MemCategory::kActivations;
+    state->blocks[i].x = std::move(run.x).As(MemCategory::kActivations);
+    x = std::move(y);
   }
   if (spec_.last) {
     upload(labels, &state->labels);
@@ -424,6 +450,12 @@ void CudaChunk<T>::BackwardInput(I64 mb, const T* grad_output, T* grad_input) {
     PT_CUDA_CHECK(cudaMemcpyAsync(g.data(), grad_output, g.bytes(), cudaMemcpyDeviceToDevice, st));
   }
   for (std::size_t i = blocks_.size(); i-- > 0;) {
+    if (recompute_ == gpt::Recompute::kFull) {
+      // The block's forward again from its kept input, saving everything (the input stays in
+      // the state as before); its output is not needed.
+      DT input = std::move(s.blocks[i].x);
+      (void)BlockForward(blocks_[i], std::move(input), &s.blocks[i]);
+    }
     g = BlockBackwardInput(blocks_[i], std::move(g), &s.blocks[i]);
   }
   if (spec_.first) {

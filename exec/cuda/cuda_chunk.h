@@ -1,11 +1,18 @@
 // cuda_chunk.h — one pipeline stage (model chunk) of the GPT decoder on one GPU: the CUDA twin
 // of cpu::Chunk (same parameter layout, same math, same F / I / W split), in bf16 or fp32.
 //
-// Saved tensors follow the GPU inventory of models/layer_costs.h (recompute none, unfused
-// attention, no dropout), per block and microbatch, e elements bytes:
+// Saved tensors follow the GPU inventory of models/layer_costs.h (unfused attention, no
+// dropout), per block and microbatch, e elements bytes:
 //   F keeps: LN1 input, QKV input (LN1 output), Q K V, softmax probabilities, attention-output
 //            GEMM input, LN2 input, fc1 input (LN2 output), GeLU input, fc2 input;
 //   I keeps for W: the four weight GEMMs' inputs and the gradients of their outputs.
+// Recompute (Korthikanti et al. 2022), as Megatron-LM runs it and as models/ counts it:
+//   selective: F drops the softmax probabilities; I runs the core attention's forward again
+//              (QK^T, softmax, AV into a scratch buffer) from the kept Q K V, just before the
+//              core's backward;
+//   full:      F keeps the block's input only (what it produces beside it is workspace, freed
+//              as the block ends); I runs the block's forward again from it, TP collectives
+//              included, just before the block's backward: one block's F state at a time.
 // LayerNorm statistics are recomputed from the saved input in I (models/ stores none).
 // First chunk: nothing in F; the embedding's output gradient from I to W. Last chunk: final
 // norm input and output, float32 logits (F); the output GEMM input and d(logits) (I to W).
@@ -52,7 +59,8 @@ class CudaChunk {
   };
 
   CudaChunk(const gpt::ModelConfig& model, const gpt::ChunkSpec& spec, const gpt::TpConfig& tp,
-            DeviceContext& ctx, const OptimizerConfig& opt);
+            DeviceContext& ctx, const OptimizerConfig& opt,
+            gpt::Recompute recompute = gpt::Recompute::kNone);
   ~CudaChunk();
   CudaChunk(const CudaChunk&) = delete;
   CudaChunk& operator=(const CudaChunk&) = delete;
@@ -94,6 +102,8 @@ class CudaChunk {
   void LinearWeight(const DT& x, const DT& dy, std::size_t w, std::size_t b,
                     std::int64_t bias_row_begin, std::int64_t bias_rows);
   DT BlockForward(const BlockOffsets& o, DT x, BlockSaved* s);
+  // QK^T and the causal softmax into probs (allocated here, kept as `saved_`), then AV into out.
+  void CoreAttentionForward(const DT& qkv, DT* probs, T* out);
   DT BlockBackwardInput(const BlockOffsets& o, DT dy, BlockSaved* s);
   void BlockBackwardWeight(const BlockOffsets& o, BlockSaved* s);
   void TpCollective(int kind, const T* in, T* out, std::size_t count);
@@ -101,6 +111,10 @@ class CudaChunk {
   gpt::ModelConfig model_;
   gpt::ChunkSpec spec_;
   gpt::TpConfig tp_;
+  gpt::Recompute recompute_;
+  // The category BlockForward counts its saved tensors under: activations, or workspace while
+  // full recompute's F runs a block whose state it does not keep.
+  gpt::MemCategory saved_ = gpt::MemCategory::kActivations;
   gpt::LocalDims dims_;
   DeviceContext* ctx_;
   OptimizerConfig opt_;

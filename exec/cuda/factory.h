@@ -1,8 +1,8 @@
 // factory.h — constructs the CUDA backend and registers it with the executor (plain C++: no
 // CUDA header, so programs that register it need not see the toolkit's headers).
 //
-// The factory first checks that the job is one the backend runs (bf16 or fp32, no recompute,
-// unfused attention, no ZeRO; Error::BadInput naming the field), then returns
+// The factory first checks that the job is one the backend runs (bf16 or fp32, unfused
+// attention, no ZeRO; any recompute mode; Error::BadInput naming the field), then returns
 // Error::Failure("no CUDA device found ...") where no GPU is usable. Otherwise it picks the GPU
 // from the node-local rank (MPI_Comm_split_type SHARED), creates the NCCL communicators (world
 // from a unique id broadcast over MPI, then ncclCommSplit per group) and the model chunks of

@@ -260,11 +260,12 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "remainders (Apex's 16-bit master-weight remainders) is simulated only: "
                          "the executor keeps a full fp32 master copy; use fp32 with `run`");
   }
-  if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P) {
+  if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P &&
+      par.cp_comm != ParallelConfig::CpComm::kAllGather) {
     return cfg.source.At("parallel.cp_comm",
-                         "the CPU executor's context parallelism is ring attention (p2p); "
-                         "all_gather, a2a and a2a+p2p are simulated only: use cp_comm: p2p with "
-                         "`run`");
+                         "the CPU executor runs context parallelism as ring attention (p2p) or "
+                         "with K and V all-gathered (all_gather); a2a and a2a+p2p are simulated "
+                         "only: use cp_comm: p2p or all_gather with `run`");
   }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
@@ -326,7 +327,9 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  bc.cp = gpt::CpConfig{.size = par.cp, .rank = me.cp};
+  bc.cp = gpt::CpConfig{.size = par.cp,
+                        .rank = me.cp,
+                        .all_gather = par.cp_comm == ParallelConfig::CpComm::kAllGather};
   if (auto why =
           gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp, bc.cp)) {
     return cfg.source.At(par.cp > 1 ? "parallel.cp" : "model", *why);

@@ -431,10 +431,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         in.cluster.device.name + " has none: use bf16");
   }
   if (in.cluster.device.name == "cpu" && par.cp > 1 &&
-      par.cp_comm != ParallelConfig::CpComm::kP2P) {
+      par.cp_comm != ParallelConfig::CpComm::kP2P &&
+      par.cp_comm != ParallelConfig::CpComm::kAllGather) {
     return Error::BadInput(
-        "parallel.cp_comm: the CPU executor's context parallelism is ring attention (p2p), "
-        "all_gather, a2a and a2a+p2p are not in it (cluster.device: cpu): use cp_comm: p2p");
+        "parallel.cp_comm: the CPU executor runs context parallelism as ring attention (p2p) "
+        "or all-gathered (all_gather); a2a and a2a+p2p are not in it (cluster.device: cpu): use "
+        "cp_comm: p2p or all_gather");
   }
   if (in.training.fp8_params && par.zero == 3) {
     return Error::BadInput(

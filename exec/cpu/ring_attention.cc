@@ -101,6 +101,50 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
   }
 }
 
+Tensor RingAttention::AllGatherKv(const Tensor& kv) const {
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  const auto block = static_cast<std::size_t>(kv.size());
+  Tensor all = NewLike(kv, cp * kv.rows(), kv.cols());
+  const auto part = [&](int rank) {
+    return all.span().subspan(static_cast<std::size_t>(rank) * block, block);
+  };
+  std::copy_n(kv.data(), block, part(me).data());
+  // Step i passes on the block of rank (me − i) and receives that of rank (me − i − 1).
+  for (int i = 0; i + 1 < cp; ++i) {
+    const int hs = cp_.comm->SendNext(part((me - i + cp) % cp), kKvTag);
+    const int hr = cp_.comm->RecvPrev(part((me - i - 1 + cp) % cp), kKvTag);
+    cp_.comm->Wait(hs);
+    cp_.comm->Wait(hr);
+  }
+  return all;
+}
+
+Tensor RingAttention::ReduceScatterKv(Tensor& all) const {
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  const Index rows = all.rows() / cp;
+  const auto block = static_cast<std::size_t>(rows * all.cols());
+  const auto part = [&](int rank) {
+    return all.span().subspan(static_cast<std::size_t>(rank) * block, block);
+  };
+  // Step i sends this rank's running sum for the block of rank (me − i − 1) and adds the
+  // previous rank's for rank (me − i − 2) to its own; after cp − 1 steps the sum that arrives
+  // last is for this rank's block, with every other rank's contribution in it.
+  Tensor in = NewLike(all, rows, all.cols());
+  for (int i = 0; i + 1 < cp; ++i) {
+    const int hs = cp_.comm->SendNext(part((me - i - 1 + cp) % cp), kDkvTag);
+    const int hr = cp_.comm->RecvPrev(in.span(), kDkvTag);
+    cp_.comm->Wait(hs);
+    cp_.comm->Wait(hr);
+    const std::span<float> mine = part((me - i - 2 + 2 * cp) % cp);
+    for (std::size_t k = 0; k < block; ++k) mine[k] += in.data()[k];
+  }
+  Tensor own = NewLike(all, rows, all.cols());
+  std::copy_n(part(me).data(), block, own.data());
+  return own;
+}
+
 Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
@@ -110,13 +154,21 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
+  const bool gather = cp > 1 && cp_.cfg.all_gather;
   Tensor kv = cp > 1 ? PackKv(qkv, hl) : Tensor();
-  Tensor next = cp > 1 ? NewLike(qkv, n, 2 * hl) : Tensor();
+  Tensor next = cp > 1 && !gather ? NewLike(qkv, n, 2 * hl) : Tensor();
   Tensor acc = NewLike(qkv, n, hl);
   Tensor m = NewLike(qkv, n, heads_);
   Tensor l = NewLike(qkv, n, heads_);
   m.mat().setConstant(kNegInf);
-  for (int i = 0; i < cp; ++i) {
+  if (gather) {  // every block first, then the attention to each
+    const Tensor all = AllGatherKv(kv);
+    kv.Reset();
+    for (int src = 0; src < cp; ++src) {
+      ForwardBlock(qkv, all.data() + src * n * 2 * hl, 2 * hl, src, m, l, acc);
+    }
+  }
+  for (int i = 0; i < cp && !gather; ++i) {
     const bool more = i + 1 < cp;
     int hs = -1, hr = -1;
     if (more) {  // the next block is on its way while this one is computed
@@ -238,6 +290,20 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
     }
   }
   Tensor dqkv = NewLike(dout, n, 3 * hl);
+  if (cp > 1 && cp_.cfg.all_gather) {
+    Tensor all = AllGatherKv(PackKv(s->qkv, hl));
+    Tensor dall = NewLike(dout, cp * n, 2 * hl);  // zeroed
+    for (int src = 0; src < cp; ++src) {
+      const Index off = src * n * 2 * hl;
+      BackwardBlock(*s, dout, delta, all.data() + off, 2 * hl, src, dqkv, dall.data() + off);
+    }
+    all.Reset();
+    dqkv.mat().rightCols(2 * hl) = ReduceScatterKv(dall).mat();
+    s->qkv.Reset();
+    s->out.Reset();
+    s->lse.Reset();
+    return dqkv;
+  }
   // Without a ring K and V are read, and dK and dV written, in place (in qkv and dqkv).
   Tensor kv = cp > 1 ? PackKv(s->qkv, hl) : Tensor();
   Tensor own = cp > 1 ? NewLike(dout, n, 2 * hl) : Tensor();  // this rank's part of its dK, dV

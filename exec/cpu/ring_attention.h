@@ -18,6 +18,14 @@
 // Per layer and microbatch a rank sends (cp − 1) K/V blocks in F, and (cp − 1) K/V blocks plus
 // (cp − 1) dK/dV blocks in I: 3 (cp − 1) × N × 2 × hl floats (N local tokens, hl = h / tp).
 //
+// With CpConfig::all_gather (parallel.cp_comm: all_gather, Llama 3's way) the same blocks
+// travel the same ring, but as collectives in series with the attention: F all-gathers every
+// rank's K/V block first (ring all-gather, cp − 1 steps), then attends to all of them; I
+// gathers them again, accumulates dK and dV of every block into a buffer of the whole
+// sequence, and reduce-scatters it (ring reduce-scatter, cp − 1 steps), each rank keeping its
+// own block's sum. The same 3 (cp − 1) blocks a rank sends; the gathered K/V and the whole
+// dK/dV ([cp N, 2 hl] each) are workspace.
+//
 // Within a chunk pair the work is blocked, flash-attention style: query and key blocks of at
 // most kBlock positions, one kBlock × kBlock score block at a time (never the s × s matrix);
 // on a diagonal pair the key blocks after a query block are skipped and the one on the diagonal
@@ -92,6 +100,11 @@ class RingAttention {
   // Its backward: dQ += into dqkv, dK and dV of the block += into dkv (laid out as kv).
   void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const float* kv,
                      Index kv_row, int src, Tensor& dqkv, float* dkv) const;
+  // all_gather: every rank's packed K/V block [N, 2 hl], rank-major [cp N, 2 hl] (ring
+  // all-gather); and the reverse, the sums of every rank's [cp N, 2 hl] for this rank's block
+  // (ring reduce-scatter).
+  Tensor AllGatherKv(const Tensor& kv) const;
+  Tensor ReduceScatterKv(Tensor& all) const;
 
   Index batch_ = 0;
   Index seq_ = 0;  // local positions (two chunks)

@@ -112,7 +112,8 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 }
 
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
-void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12) {
+void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
+                         bool all_gather = false) {
   const Index batch = 2, seq = per_rank * cp, heads = 2, d = 8, hl = heads * d;
   const Index n = batch * seq;
   Accountant ref_acc;
@@ -134,7 +135,7 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
     std::vector<std::jthread> threads;
     for (int r = 0; r < cp; ++r) {
       threads.emplace_back([&, r] {
-        const CpConfig cfg{.size = cp, .rank = r};
+        const CpConfig cfg{.size = cp, .rank = r, .all_gather = all_gather};
         ThreadRing ring(group, r);
         Accountant acc;
         const std::vector<Index> rows = LocalRows(cfg, seq, batch);
@@ -173,16 +174,17 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
           dqkv[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(i * 3 * hl),
           3 * hl, got_d.begin() + static_cast<std::ptrdiff_t>(row * 3 * hl));
     }
-    // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I.
+    // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I (all_gather: the
+    // ring all-gather's, twice, and the ring reduce-scatter's).
     EXPECT_EQ(sent[static_cast<std::size_t>(r)], 3 * (cp - 1) * (n / cp) * 2 * hl * 4);
   }
   const double e_out = RelErr(got_out, ref_out.span());
   const double e_d = RelErr(got_d, ref_dqkv.span());
   if (expect_equal) {
-    EXPECT_LT(e_out, 1e-6) << "cp " << cp;
-    EXPECT_LT(e_d, 1e-6) << "cp " << cp;
+    EXPECT_LT(e_out, 1e-6) << "cp " << cp << (all_gather ? " all_gather" : "");
+    EXPECT_LT(e_d, 1e-6) << "cp " << cp << (all_gather ? " all_gather" : "");
   } else {
-    EXPECT_GT(e_out, 1e-2) << "cp " << cp;
+    EXPECT_GT(e_out, 1e-2) << "cp " << cp << (all_gather ? " all_gather" : "");
   }
 }
 
@@ -198,7 +200,17 @@ TEST(RingAttention, BlockedEqualsUnsplitAttention) {
   CheckAgainstUnsplit(2, false, true, 300);
 }
 
-TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) { CheckAgainstUnsplit(2, true, false); }
+TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) {
+  CheckAgainstUnsplit(2, true, false);
+  CheckAgainstUnsplit(2, true, false, 12, true);
+}
+
+// parallel.cp_comm: all_gather: K and V gathered whole before the attention, dK and dV
+// reduce-scattered after; the same result and the same bytes as the ring.
+TEST(RingAttention, AllGatherEqualsUnsplitAttention) {
+  for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true, 12, true);
+  CheckAgainstUnsplit(2, false, true, 300, true);
+}
 
 ModelConfig SmallModel() {
   return ModelConfig{.layers = 2,
@@ -213,7 +225,7 @@ ModelConfig SmallModel() {
 
 // A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
 // chunk that stores every activation: loss and gradients; memory against the inventory.
-void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone) {
+void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone, bool all_gather = false) {
   const ModelConfig m = SmallModel();
   const ChunkSpec stored{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
   ChunkSpec spec = stored;
@@ -248,7 +260,7 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone) {
           ThreadRing ring(rings_by_tp[t], c);
           ThreadCollectives coll = tp_groups[static_cast<std::size_t>(c)]->Rank(t);
           const TpConfig tpc{.size = tp, .rank = t, .sequence_parallel = tp > 1};
-          const CpContext cpc{{.size = cp, .rank = c}, &ring};
+          const CpContext cpc{{.size = cp, .rank = c, .all_gather = all_gather}, &ring};
           Accountant acc;
           Chunk ch(m, spec, tpc, acc, tp > 1 ? &coll : nullptr, cpc);
           ch.LoadFullParams(full_params);
@@ -282,7 +294,8 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone) {
                            " recompute " +
                            (recompute == Recompute::kFull        ? "full"
                             : recompute == Recompute::kSelective ? "selective"
-                                                                 : "none");
+                                                                 : "none") +
+                           (all_gather ? " all_gather" : "");
   EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
       << what;
   std::vector<float> total(full_params.size(), 0.0f);
@@ -307,6 +320,13 @@ TEST(RingAttention, RecomputedChunkEqualsUnsplitModel) {
     CheckChunk(2, 1, mode);
     CheckChunk(3, 1, mode);
     CheckChunk(2, 2, mode);
+  }
+}
+
+TEST(RingAttention, AllGatherChunkEqualsUnsplitModel) {
+  for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    CheckChunk(2, 1, mode, true);
+    CheckChunk(3, 2, mode, true);
   }
 }
 

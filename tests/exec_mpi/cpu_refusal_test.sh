@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cpu_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: what the CPU executor does not run is refused
-# with exit 2 and a message naming the key. parallel.cp_comm: all_gather, a2a or a2a+p2p (its CP
-# is ring attention), by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
+# with exit 2 and a message naming the key. parallel.cp_comm: a2a or a2a+p2p (its CP is ring
+# attention, p2p, or all_gather), by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
 # (simulated only) by `run`; training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
 # selective is not refused: it simulates, and runs (recompute_test.sh checks it).
@@ -36,7 +36,7 @@ refused() {
     check "simulate (cpu device) $2" $? "$out" "$3"
   fi
 }
-for comm in all_gather a2a; do
+for comm in a2a; do
   variant "cp2-$comm" "s/^parallel: {/parallel: {cp_comm: $comm, /" "cp_comm: $comm"
   refused 2 "cp 2, cp_comm $comm" parallel.cp_comm simulate
 done

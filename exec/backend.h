@@ -41,7 +41,7 @@ struct BackendConfig {
   gpt::TpConfig tp;
   gpt::Recompute recompute =
       gpt::Recompute::kNone;  // training.recompute (the CPU and CUDA backends)
-  gpt::CpConfig cp;  // context parallelism (ring or all-gather); only the CPU backend runs cp > 1
+  gpt::CpConfig cp;  // context parallelism (ring, all-gather, all-to-all); CPU backend only
   // The group the gradients are reduced over: dp × cp ranks (the DP group when cp is 1), and
   // this rank's place in it (ZeRO-1 shards over it).
   int grad_size = 1;

@@ -260,12 +260,11 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "remainders (Apex's 16-bit master-weight remainders) is simulated only: "
                          "the executor keeps a full fp32 master copy; use fp32 with `run`");
   }
-  if (par.cp > 1 && par.cp_comm != ParallelConfig::CpComm::kP2P &&
-      par.cp_comm != ParallelConfig::CpComm::kAllGather) {
+  if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
     return cfg.source.At("parallel.cp_comm",
-                         "the CPU executor runs context parallelism as ring attention (p2p) or "
-                         "with K and V all-gathered (all_gather); a2a and a2a+p2p are simulated "
-                         "only: use cp_comm: p2p or all_gather with `run`");
+                         "the CPU executor runs context parallelism as ring attention (p2p), with "
+                         "K and V all-gathered (all_gather) or by all-to-all (a2a); a2a+p2p is "
+                         "simulated only: use cp_comm: p2p, all_gather or a2a with `run`");
   }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
@@ -327,9 +326,12 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.dp = par.dp;
   bc.dp_rank = me.dp;
   bc.tp = gpt::TpConfig{.size = par.tp, .rank = me.tp, .sequence_parallel = par.sp};
-  bc.cp = gpt::CpConfig{.size = par.cp,
-                        .rank = me.cp,
-                        .all_gather = par.cp_comm == ParallelConfig::CpComm::kAllGather};
+  bc.cp = gpt::CpConfig{
+      .size = par.cp,
+      .rank = me.cp,
+      .exchange = par.cp_comm == ParallelConfig::CpComm::kAllGather  ? gpt::CpExchange::kAllGather
+                  : par.cp_comm == ParallelConfig::CpComm::kAllToAll ? gpt::CpExchange::kAllToAll
+                                                                     : gpt::CpExchange::kRing};
   if (auto why =
           gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp, bc.cp)) {
     return cfg.source.At(par.cp > 1 ? "parallel.cp" : "model", *why);

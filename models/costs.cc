@@ -431,12 +431,11 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         in.cluster.device.name + " has none: use bf16");
   }
   if (in.cluster.device.name == "cpu" && par.cp > 1 &&
-      par.cp_comm != ParallelConfig::CpComm::kP2P &&
-      par.cp_comm != ParallelConfig::CpComm::kAllGather) {
+      par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
     return Error::BadInput(
-        "parallel.cp_comm: the CPU executor runs context parallelism as ring attention (p2p) "
-        "or all-gathered (all_gather); a2a and a2a+p2p are not in it (cluster.device: cpu): use "
-        "cp_comm: p2p or all_gather");
+        "parallel.cp_comm: the CPU executor runs context parallelism as ring attention (p2p), "
+        "all-gathered (all_gather) or by all-to-all (a2a); a2a+p2p is not in it "
+        "(cluster.device: cpu): use cp_comm: p2p, all_gather or a2a");
   }
   if (in.training.fp8_params && par.zero == 3) {
     return Error::BadInput(
@@ -969,19 +968,21 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
   for (int s = 0; s < num_stages; ++s) {
     StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
     const int layers = split[static_cast<std::size_t>(s)];
-    const CpuChunkMemory cm = PredictCpuChunkMemory({.micro_batch = t.micro_batch,
-                                                     .seq_len = m.seq_len,
-                                                     .hidden = m.hidden,
-                                                     .ffn_hidden = m.ffn_hidden,
-                                                     .heads = m.heads,
-                                                     .vocab = m.vocab,
-                                                     .layers = layers,
-                                                     .first = s == 0,
-                                                     .last = s == num_stages - 1,
-                                                     .tp = par.tp,
-                                                     .sp = par.sp,
-                                                     .cp = par.cp,
-                                                     .recompute = t.recompute});
+    const CpuChunkMemory cm =
+        PredictCpuChunkMemory({.micro_batch = t.micro_batch,
+                               .seq_len = m.seq_len,
+                               .hidden = m.hidden,
+                               .ffn_hidden = m.ffn_hidden,
+                               .heads = m.heads,
+                               .vocab = m.vocab,
+                               .layers = layers,
+                               .first = s == 0,
+                               .last = s == num_stages - 1,
+                               .tp = par.tp,
+                               .sp = par.sp,
+                               .cp = par.cp,
+                               .cp_a2a = par.cp_comm == ParallelConfig::CpComm::kAllToAll,
+                               .recompute = t.recompute});
     sc.params = cm.params;
     sc.param_bytes = cm.param_bytes;
     sc.grad_bytes = cm.grad_bytes;

@@ -48,6 +48,7 @@ struct CpuChunkShape {
   std::int64_t tp = 1;
   bool sp = false;
   std::int64_t cp = 1;  // context parallel: ring attention over cp ranks
+  bool cp_a2a = false;  // cp_comm: a2a (Ulysses) instead of the ring's (or all_gather's) blocks
   Recompute recompute = Recompute::kNone;
 };
 
@@ -65,7 +66,9 @@ struct CpuChunkMemory {
   std::int64_t tp_bytes_per_iteration = 0;   // under SP: the replicated gradients, once a step
   // Bytes this rank sends in ring attention, F and I of one microbatch: per block (cp − 1)
   // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full or
-  // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again).
+  // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again). With
+  // cp_a2a: (cp − 1)/cp of N·4·hl floats in F (Q K V out, the output back) and again in I
+  // (dOut in, dQ dK dV back); recompute adds F's again. The saved bytes are the same.
   std::int64_t cp_bytes_per_microbatch = 0;
 };
 

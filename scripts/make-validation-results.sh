@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates results/validation/ (scripts/make-results.sh makes the rest of results/): the
 # validation loop (run --calibrate, simulate --profile, compare) on the CPU backend with 2
-# ranks, for every schedule on pp 2, dp 2, tp 2 and cp 2 (ring attention; cp2-allgather: K and
-# V all-gathered), on pp 2 with
+# ranks, for every schedule on pp 2, dp 2, tp 2 and cp 2 (ring attention; cp2-allgather: K
+# and V all-gathered; cp2-a2a: Ulysses' all-to-all), on pp 2 with
 # activation recomputation (recompute-full, recompute-selective), on cp 2 with both
 # recompute modes (cp2-recompute), and the classic tutorial
 # experiment; the 8-rank hybrids (`hybrid8`: dp 2 x tp 2 x pp 2 with ZeRO-1, and
@@ -13,8 +13,8 @@
 # otherwise idle machine (other work slows the measured steps; summary.md records the load
 # average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
-# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 cp2 cp2-allgather hybrid8 recompute-full
-# recompute-selective cp2-recompute tutorial sleep sleep-stragglers
+# BUILD_DIR defaults to build/release, the sets to pp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8
+# recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers
 # (sleep-stragglers: the sleep backend with execution.stragglers, a fixed 1.5x rank and a
 # seeded lognormal draw per rank and step). Sets not named are kept as they are; README.md is
 # made from all of them.
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 dp2 tp2 cp2 cp2-allgather hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers}
+sets=${*:-pp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -58,7 +58,7 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 dp2 tp2 cp2 cp2-allgather hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep \
+  for d in pp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep \
     sleep-stragglers; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"

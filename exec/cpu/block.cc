@@ -65,11 +65,14 @@ template <class Core>
 Tensor ForwardKeepingInput(const Core& core, Tensor qkv, Tensor* kept) {
   typename Core::Saved saved;
   Tensor out;
+  // A core that does not save its input as it is (Ulysses keeps the head-sharded qkv) gets a
+  // copy, kept instead.
+  Tensor input = core.SavesItsInput() ? Tensor() : Copy(qkv);
   {
     const DiscardSaved scope;
     out = core.Forward(std::move(qkv), &saved);
   }
-  *kept = Keep(std::move(saved.qkv));
+  *kept = Keep(input.empty() ? std::move(saved.qkv) : std::move(input));
   return out;
 }
 

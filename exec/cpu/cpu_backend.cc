@@ -76,18 +76,18 @@ int MpiRing::Add(MPI_Request req) {
   return next_handle_++;
 }
 
-int MpiRing::SendNext(std::span<const float> data, int tag) {
+int MpiRing::SendTo(int dst, std::span<const float> data, int tag) {
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, (rank_ + 1) % size_,
-                         tag, comm_, &req));
+  PT_MPI_CHECK(
+      MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, dst, tag, comm_, &req));
   bytes_sent_ += static_cast<std::int64_t>(data.size() * sizeof(float));
   return Add(req);
 }
 
-int MpiRing::RecvPrev(std::span<float> data, int tag) {
+int MpiRing::RecvFrom(int src, std::span<float> data, int tag) {
   MPI_Request req;
-  PT_MPI_CHECK(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT,
-                         (rank_ + size_ - 1) % size_, tag, comm_, &req));
+  PT_MPI_CHECK(
+      MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, src, tag, comm_, &req));
   return Add(req);
 }
 

@@ -56,8 +56,8 @@ class MpiRing final : public cpu::RingComm {
   ~MpiRing() override;  // cancels what is still posted (a step that failed)
   int size() const override { return size_; }
   int rank() const override { return rank_; }
-  int SendNext(std::span<const float> data, int tag) override;
-  int RecvPrev(std::span<float> data, int tag) override;
+  int SendTo(int dst, std::span<const float> data, int tag) override;
+  int RecvFrom(int src, std::span<float> data, int tag) override;
   void Wait(int handle) override;
   std::int64_t bytes_sent() const { return bytes_sent_; }
 

@@ -35,6 +35,7 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .tp = tp.size,
                                      .sp = tp.sequence_parallel,
                                      .cp = cp.size,
+                                     .cp_a2a = cp.exchange == CpExchange::kAllToAll,
                                      .recompute = ToModels(spec.recompute)});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);

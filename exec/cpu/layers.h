@@ -106,6 +106,7 @@ class CausalSelfAttention {
 
   Tensor Forward(Tensor qkv, Saved* s) const;
   Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
+  bool SavesItsInput() const { return true; }                // Saved::qkv is Forward's qkv
 
  private:
   Index batch_ = 0;

@@ -15,6 +15,7 @@ using gpt::BlockParamName;
 using gpt::ChunkParamLayout;
 using gpt::ChunkSpec;
 using gpt::CpConfig;
+using gpt::CpExchange;
 using gpt::CpGlobalPosition;
 using gpt::HashString;
 using gpt::Index;

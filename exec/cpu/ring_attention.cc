@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kKvTag = 0;   // K and V blocks (forward and backward)
 constexpr int kDkvTag = 1;  // partial sums of dK and dV (backward)
+constexpr int kA2aTag = 2;  // Ulysses' all-to-alls
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 Tensor NewLike(const Tensor& like, Index rows, Index cols) {
@@ -145,6 +146,78 @@ Tensor RingAttention::ReduceScatterKv(Tensor& all) const {
   return own;
 }
 
+RingAttention RingAttention::Unsplit() const {
+  return RingAttention(batch_, seq_ * cp_.cfg.size, heads_ / cp_.cfg.size, head_dim_,
+                       CpContext{{}, nullptr, cp_.unmasked_diagonal});
+}
+
+void RingAttention::AllToAll(std::vector<Tensor>& send, std::vector<Tensor>& recv) const {
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  std::vector<int> handles;
+  for (int k = 1; k < cp; ++k) {
+    const int dst = (me + k) % cp;
+    const int src = (me - k + cp) % cp;
+    handles.push_back(cp_.comm->SendTo(dst, send[static_cast<std::size_t>(dst)].span(), kA2aTag));
+    handles.push_back(cp_.comm->RecvFrom(src, recv[static_cast<std::size_t>(src)].span(), kA2aTag));
+  }
+  for (const int h : handles) cp_.comm->Wait(h);
+}
+
+Tensor RingAttention::SeqToHeads(const Tensor& x, Index groups) const {
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  const Index n = x.rows(), w = x.cols() / groups, ws = w / cp, cols = groups * ws;
+  std::vector<Tensor> send, recv;
+  for (int d = 0; d < cp; ++d) {  // to rank d: this rank's rows, rank d's heads
+    send.emplace_back(*x.accountant(), MemCategory::kWorkspace, n, cols, Uninitialized{});
+    for (Index g = 0; g < groups; ++g) {
+      send.back().mat().middleCols(g * ws, ws) = x.mat().middleCols(g * w + d * ws, ws);
+    }
+    recv.push_back(d == me ? Tensor() : NewLike(x, n, cols));
+  }
+  AllToAll(send, recv);
+  Tensor out(*x.accountant(), MemCategory::kWorkspace, cp * n, cols, Uninitialized{});
+  for (int src = 0; src < cp; ++src) {  // rank src's rows to their global positions
+    const Tensor& part = recv[static_cast<std::size_t>(src)].empty()
+                             ? send[static_cast<std::size_t>(me)]
+                             : recv[static_cast<std::size_t>(src)];
+    const CpConfig from{.size = cp, .rank = src};
+    for (Index i = 0; i < n; ++i) {
+      const Index row = CpGlobalPosition(from, seq_ * cp, i / batch_) * batch_ + i % batch_;
+      out.mat().row(row) = part.mat().row(i);
+    }
+  }
+  return out;
+}
+
+Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups) const {
+  const int cp = cp_.cfg.size;
+  const int me = cp_.cfg.rank;
+  const Index n = y.rows() / cp, ws = y.cols() / groups, w = ws * cp;
+  std::vector<Tensor> send, recv;
+  for (int d = 0; d < cp; ++d) {  // to rank d: its rows, this rank's heads
+    send.emplace_back(*y.accountant(), MemCategory::kWorkspace, n, y.cols(), Uninitialized{});
+    const CpConfig to{.size = cp, .rank = d};
+    for (Index i = 0; i < n; ++i) {
+      const Index row = CpGlobalPosition(to, seq_ * cp, i / batch_) * batch_ + i % batch_;
+      send.back().mat().row(i) = y.mat().row(row);
+    }
+    recv.push_back(d == me ? Tensor() : NewLike(y, n, y.cols()));
+  }
+  AllToAll(send, recv);
+  Tensor out(*y.accountant(), MemCategory::kWorkspace, n, groups * w, Uninitialized{});
+  for (int src = 0; src < cp; ++src) {  // rank src's heads of this rank's rows
+    const Tensor& part = recv[static_cast<std::size_t>(src)].empty()
+                             ? send[static_cast<std::size_t>(me)]
+                             : recv[static_cast<std::size_t>(src)];
+    for (Index g = 0; g < groups; ++g) {
+      out.mat().middleCols(g * w + src * ws, ws) = part.mat().middleCols(g * ws, ws);
+    }
+  }
+  return out;
+}
+
 Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
@@ -152,9 +225,14 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   const int me = cp_.cfg.rank;
   assert(qkv.rows() == n && qkv.cols() == 3 * hl);
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
+  if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
+    Tensor heads = SeqToHeads(qkv, 3);
+    qkv.Reset();
+    return HeadsToSeq(Unsplit().Forward(std::move(heads), s), 1);
+  }
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
-  const bool gather = cp > 1 && cp_.cfg.all_gather;
+  const bool gather = cp > 1 && cp_.cfg.exchange == CpExchange::kAllGather;
   Tensor kv = cp > 1 ? PackKv(qkv, hl) : Tensor();
   Tensor next = cp > 1 && !gather ? NewLike(qkv, n, 2 * hl) : Tensor();
   Tensor acc = NewLike(qkv, n, hl);
@@ -278,6 +356,9 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const int cp = cp_.cfg.size;
   const int me = cp_.cfg.rank;
   assert(dout.rows() == n && dout.cols() == hl);
+  if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
+    return HeadsToSeq(Unsplit().BackwardInput(SeqToHeads(dout, 1), s), 3);
+  }
   // delta = rowsum(dOut ∘ Out) per row and head (the softmax backward's correction).
   Tensor delta = NewLike(dout, n, heads_);
   for (Index r = 0; r < n; ++r) {
@@ -290,7 +371,7 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
     }
   }
   Tensor dqkv = NewLike(dout, n, 3 * hl);
-  if (cp > 1 && cp_.cfg.all_gather) {
+  if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllGather) {
     Tensor all = AllGatherKv(PackKv(s->qkv, hl));
     Tensor dall = NewLike(dout, cp * n, 2 * hl);  // zeroed
     for (int src = 0; src < cp; ++src) {

@@ -26,6 +26,14 @@
 // own block's sum. The same 3 (cp − 1) blocks a rank sends; the gathered K/V and the whole
 // dK/dV ([cp N, 2 hl] each) are workspace.
 //
+// With CpExchange::kAllToAll (parallel.cp_comm: a2a, DeepSpeed-Ulysses; each rank's heads a
+// multiple of cp) there is no ring: F all-to-alls Q, K and V so that each rank holds every
+// token of 1/cp of the heads, runs the unsplit causal attention on them (the cp = 1 code
+// below, the sequence in global order), and all-to-alls the output back to the tokens' owners;
+// I does the same with dOut in and dQ dK dV back. A rank sends (cp − 1)/cp of N × 4 hl floats
+// in F and again in I. Saved: the head-sharded qkv [cp N, 3 hl / cp], output and log-sum-exp,
+// the same bytes as the ring's.
+//
 // Within a chunk pair the work is blocked, flash-attention style: query and key blocks of at
 // most kBlock positions, one kBlock × kBlock score block at a time (never the s × s matrix);
 // on a diagonal pair the key blocks after a query block are skipped and the one on the diagonal
@@ -43,24 +51,32 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "exec/cpu/memory.h"
 #include "exec/cpu/model.h"
 
 namespace pipetwin::cpu {
 
-// The CP group as ring attention sees it: nonblocking point-to-point transfers to the next
-// rank ((rank + 1) mod size) and from the previous one. Messages of the same tag between two
-// ranks match in the order they were posted.
+// The CP group as the attention sees it: nonblocking point-to-point transfers, to the next
+// rank ((rank + 1) mod size) and from the previous one on the ring, or to and from any rank
+// (the all-to-all of kAllToAll). Messages of the same tag between two ranks match in the
+// order they were posted.
 class RingComm {
  public:
   virtual ~RingComm() = default;
   virtual int size() const = 0;
   virtual int rank() const = 0;
-  // Starts sending `data` (alive and unchanged until Wait) to the next rank; returns a handle.
-  virtual int SendNext(std::span<const float> data, int tag) = 0;
-  // Starts receiving into `data` from the previous rank; returns a handle.
-  virtual int RecvPrev(std::span<float> data, int tag) = 0;
+  // Starts sending `data` (alive and unchanged until Wait) to rank `dst`; returns a handle.
+  virtual int SendTo(int dst, std::span<const float> data, int tag) = 0;
+  // Starts receiving into `data` from rank `src`; returns a handle.
+  virtual int RecvFrom(int src, std::span<float> data, int tag) = 0;
+  int SendNext(std::span<const float> data, int tag) {
+    return SendTo((rank() + 1) % size(), data, tag);
+  }
+  int RecvPrev(std::span<float> data, int tag) {
+    return RecvFrom((rank() + size() - 1) % size(), data, tag);
+  }
   // Blocks until the transfer of `handle` has completed (bounded by the implementation's
   // timeout), then forgets the handle.
   virtual void Wait(int handle) = 0;
@@ -89,6 +105,10 @@ class RingAttention {
 
   Tensor Forward(Tensor qkv, Saved* s) const;
   Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
+  // Whether Saved::qkv is Forward's qkv (not under kAllToAll: there it is the head-sharded one).
+  bool SavesItsInput() const {
+    return cp_.cfg.size == 1 || cp_.cfg.exchange != CpExchange::kAllToAll;
+  }
 
  private:
   // One K/V block (of the rank `src`) against this rank's queries: forward accumulation into
@@ -105,6 +125,14 @@ class RingAttention {
   // (ring reduce-scatter).
   Tensor AllGatherKv(const Tensor& kv) const;
   Tensor ReduceScatterKv(Tensor& all) const;
+  // kAllToAll (Ulysses): this rank's rows [N, groups × w] of every head (`groups` column
+  // groups of w = groups' heads × head_dim: Q K V, or the output) to every row of the sequence
+  // in global order, this rank's 1/cp of the heads of each group [cp N, groups × w / cp]; and
+  // back. The attention between runs unsplit (Unsplit()) on that share of the heads.
+  Tensor SeqToHeads(const Tensor& x, Index groups) const;
+  Tensor HeadsToSeq(const Tensor& y, Index groups) const;
+  void AllToAll(std::vector<Tensor>& send, std::vector<Tensor>& recv) const;
+  RingAttention Unsplit() const;
 
   Index batch_ = 0;
   Index seq_ = 0;  // local positions (two chunks)

@@ -68,13 +68,16 @@ struct TpConfig {
 // attention's work, as Megatron-Core balances it), in that order: its local position t is
 // global position CpGlobalPosition(cp, seq_len, t). Activations of a rank are the rows of its
 // seq_len / size local positions, sequence-major as above (row = t_local * micro_batch + b).
-// How K and V reach the queries: passed around the ring, overlapped with the attention
-// (parallel.cp_comm: p2p), or all gathered first and dK, dV reduce-scattered after
-// (all_gather, as Llama 3 trained; the same bytes, in series).
+// How the attention sees the whole sequence (parallel.cp_comm): kRing (p2p), K and V passed
+// around the ring, overlapped with the attention; kAllGather (all_gather, as Llama 3
+// trained), K and V all gathered first and dK, dV reduce-scattered after (the same bytes, in
+// series); kAllToAll (a2a, DeepSpeed-Ulysses), Q, K and V all-to-all'd from this rank's
+// tokens of every head to every token of 1/size of the heads, the output back.
+enum class CpExchange : std::uint8_t { kRing, kAllGather, kAllToAll };
 struct CpConfig {
   int size = 1;
   int rank = 0;
-  bool all_gather = false;
+  CpExchange exchange = CpExchange::kRing;
 };
 
 // The global sequence position of local position t (0 <= t < seq_len / cp.size).

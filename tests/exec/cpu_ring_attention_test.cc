@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "exec/cpu/chunk.h"
@@ -26,22 +27,22 @@ namespace {
 using testing::RandomVector;
 using testing::RelErr;
 
-// An in-process ring: a send copies into the receiver's mailbox at once; a receive completes
-// in Wait, when the message of its tag from the previous rank has arrived (in send order).
+// An in-process CP group: a send copies into the receiver's mailbox at once; a receive
+// completes in Wait, when the message of its tag from its source has arrived (in send order).
 class ThreadRingGroup {
  public:
   explicit ThreadRingGroup(int size) : size_(size) {}
   int size() const { return size_; }
-  void Put(int dst, int tag, std::vector<float> msg) {
+  void Put(int dst, int src, int tag, std::vector<float> msg) {
     {
       std::lock_guard lock(mu_);
-      box_[{dst, tag}].push_back(std::move(msg));
+      box_[{dst, src, tag}].push_back(std::move(msg));
     }
     cv_.notify_all();
   }
-  std::vector<float> Take(int dst, int tag) {
+  std::vector<float> Take(int dst, int src, int tag) {
     std::unique_lock lock(mu_);
-    auto& q = box_[{dst, tag}];
+    auto& q = box_[{dst, src, tag}];
     cv_.wait(lock, [&] { return !q.empty(); });
     std::vector<float> m = std::move(q.front());
     q.pop_front();
@@ -52,7 +53,7 @@ class ThreadRingGroup {
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<int, int>, std::deque<std::vector<float>>> box_;
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<float>>> box_;
 };
 
 class ThreadRing final : public RingComm {
@@ -60,17 +61,19 @@ class ThreadRing final : public RingComm {
   ThreadRing(ThreadRingGroup& g, int rank) : g_(&g), rank_(rank) {}
   int size() const override { return g_->size(); }
   int rank() const override { return rank_; }
-  int SendNext(std::span<const float> data, int tag) override {
-    g_->Put((rank_ + 1) % size(), tag, std::vector<float>(data.begin(), data.end()));
+  int SendTo(int dst, std::span<const float> data, int tag) override {
+    g_->Put(dst, rank_, tag, std::vector<float>(data.begin(), data.end()));
     bytes_sent += static_cast<std::int64_t>(data.size() * sizeof(float));
     return Add({});
   }
-  int RecvPrev(std::span<float> data, int tag) override { return Add({data, tag, true}); }
+  int RecvFrom(int src, std::span<float> data, int tag) override {
+    return Add({data, src, tag, true});
+  }
   void Wait(int handle) override {
     const Pending p = pending_.at(handle);
     pending_.erase(handle);
     if (!p.recv) return;
-    const std::vector<float> m = g_->Take(rank_, p.tag);
+    const std::vector<float> m = g_->Take(rank_, p.src, p.tag);
     ASSERT_EQ(m.size(), p.data.size());
     std::copy(m.begin(), m.end(), p.data.begin());
   }
@@ -79,6 +82,7 @@ class ThreadRing final : public RingComm {
  private:
   struct Pending {
     std::span<float> data;
+    int src = 0;
     int tag = 0;
     bool recv = false;
   };
@@ -113,8 +117,12 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
 void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
-                         bool all_gather = false) {
-  const Index batch = 2, seq = per_rank * cp, heads = 2, d = 8, hl = heads * d;
+                         CpExchange exchange = CpExchange::kRing) {
+  const bool a2a = exchange == CpExchange::kAllToAll;
+  const Index batch = 2, seq = per_rank * cp, heads = a2a ? 2 * cp : 2, d = 8, hl = heads * d;
+  const char* how = exchange == CpExchange::kRing        ? ""
+                    : exchange == CpExchange::kAllGather ? " all_gather"
+                                                         : " a2a";
   const Index n = batch * seq;
   Accountant ref_acc;
   Tensor qkv(ref_acc, MemCategory::kWorkspace, n, 3 * hl);
@@ -135,7 +143,7 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
     std::vector<std::jthread> threads;
     for (int r = 0; r < cp; ++r) {
       threads.emplace_back([&, r] {
-        const CpConfig cfg{.size = cp, .rank = r, .all_gather = all_gather};
+        const CpConfig cfg{.size = cp, .rank = r, .exchange = exchange};
         ThreadRing ring(group, r);
         Accountant acc;
         const std::vector<Index> rows = LocalRows(cfg, seq, batch);
@@ -167,24 +175,26 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   for (int r = 0; r < cp; ++r) {
     const std::vector<Index> rows = LocalRows({.size = cp, .rank = r}, seq, batch);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      const auto row = static_cast<std::size_t>(rows[i]);
-      std::copy_n(out[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(i * hl),
-                  hl, got_out.begin() + static_cast<std::ptrdiff_t>(row * hl));
-      std::copy_n(
-          dqkv[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(i * 3 * hl),
-          3 * hl, got_d.begin() + static_cast<std::ptrdiff_t>(row * 3 * hl));
+      const Index local = static_cast<Index>(i), row = rows[i];
+      std::copy_n(out[static_cast<std::size_t>(r)].begin() + local * hl, hl,
+                  got_out.begin() + row * hl);
+      std::copy_n(dqkv[static_cast<std::size_t>(r)].begin() + local * 3 * hl, 3 * hl,
+                  got_d.begin() + row * 3 * hl);
     }
     // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I (all_gather: the
-    // ring all-gather's, twice, and the ring reduce-scatter's).
-    EXPECT_EQ(sent[static_cast<std::size_t>(r)], 3 * (cp - 1) * (n / cp) * 2 * hl * 4);
+    // ring all-gather's, twice, and the ring reduce-scatter's). a2a: (cp − 1)/cp of the
+    // rank's Q K V and output in F, of its dOut and dQ dK dV in I.
+    const std::int64_t want =
+        a2a ? 2 * (cp - 1) * (n / cp) * 4 * (hl / cp) * 4 : 3 * (cp - 1) * (n / cp) * 2 * hl * 4;
+    EXPECT_EQ(sent[static_cast<std::size_t>(r)], want) << how;
   }
   const double e_out = RelErr(got_out, ref_out.span());
   const double e_d = RelErr(got_d, ref_dqkv.span());
   if (expect_equal) {
-    EXPECT_LT(e_out, 1e-6) << "cp " << cp << (all_gather ? " all_gather" : "");
-    EXPECT_LT(e_d, 1e-6) << "cp " << cp << (all_gather ? " all_gather" : "");
+    EXPECT_LT(e_out, 1e-6) << "cp " << cp << how;
+    EXPECT_LT(e_d, 1e-6) << "cp " << cp << how;
   } else {
-    EXPECT_GT(e_out, 1e-2) << "cp " << cp << (all_gather ? " all_gather" : "");
+    EXPECT_GT(e_out, 1e-2) << "cp " << cp << how;
   }
 }
 
@@ -202,14 +212,22 @@ TEST(RingAttention, BlockedEqualsUnsplitAttention) {
 
 TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) {
   CheckAgainstUnsplit(2, true, false);
-  CheckAgainstUnsplit(2, true, false, 12, true);
+  CheckAgainstUnsplit(2, true, false, 12, CpExchange::kAllGather);
+  CheckAgainstUnsplit(2, true, false, 12, CpExchange::kAllToAll);
 }
 
 // parallel.cp_comm: all_gather: K and V gathered whole before the attention, dK and dV
 // reduce-scattered after; the same result and the same bytes as the ring.
 TEST(RingAttention, AllGatherEqualsUnsplitAttention) {
-  for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true, 12, true);
-  CheckAgainstUnsplit(2, false, true, 300, true);
+  for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kAllGather);
+  CheckAgainstUnsplit(2, false, true, 300, CpExchange::kAllGather);
+}
+
+// parallel.cp_comm: a2a (DeepSpeed-Ulysses): every token of 1/cp of the heads on each rank,
+// the unsplit attention on them; the same result, (cp − 1)/cp of Q K V and the output sent.
+TEST(RingAttention, AllToAllEqualsUnsplitAttention) {
+  for (int cp : {2, 3, 4}) CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kAllToAll);
+  CheckAgainstUnsplit(2, false, true, 300, CpExchange::kAllToAll);
 }
 
 ModelConfig SmallModel() {
@@ -225,8 +243,13 @@ ModelConfig SmallModel() {
 
 // A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
 // chunk that stores every activation: loss and gradients; memory against the inventory.
-void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone, bool all_gather = false) {
-  const ModelConfig m = SmallModel();
+void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
+                CpExchange exchange = CpExchange::kRing) {
+  ModelConfig m = SmallModel();
+  if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the CP ranks
+    m.heads = tp * cp;
+    m.hidden = 4 * m.heads;
+  }
   const ChunkSpec stored{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
   ChunkSpec spec = stored;
   spec.recompute = recompute;
@@ -260,7 +283,7 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone, bool all
           ThreadRing ring(rings_by_tp[t], c);
           ThreadCollectives coll = tp_groups[static_cast<std::size_t>(c)]->Rank(t);
           const TpConfig tpc{.size = tp, .rank = t, .sequence_parallel = tp > 1};
-          const CpContext cpc{{.size = cp, .rank = c, .all_gather = all_gather}, &ring};
+          const CpContext cpc{{.size = cp, .rank = c, .exchange = exchange}, &ring};
           Accountant acc;
           Chunk ch(m, spec, tpc, acc, tp > 1 ? &coll : nullptr, cpc);
           ch.LoadFullParams(full_params);
@@ -295,7 +318,9 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone, bool all
                            (recompute == Recompute::kFull        ? "full"
                             : recompute == Recompute::kSelective ? "selective"
                                                                  : "none") +
-                           (all_gather ? " all_gather" : "");
+                           (exchange == CpExchange::kAllGather  ? " all_gather"
+                            : exchange == CpExchange::kAllToAll ? " a2a"
+                                                                : "");
   EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
       << what;
   std::vector<float> total(full_params.size(), 0.0f);
@@ -325,8 +350,15 @@ TEST(RingAttention, RecomputedChunkEqualsUnsplitModel) {
 
 TEST(RingAttention, AllGatherChunkEqualsUnsplitModel) {
   for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    CheckChunk(2, 1, mode, true);
-    CheckChunk(3, 2, mode, true);
+    CheckChunk(2, 1, mode, CpExchange::kAllGather);
+    CheckChunk(3, 2, mode, CpExchange::kAllGather);
+  }
+}
+
+TEST(RingAttention, AllToAllChunkEqualsUnsplitModel) {
+  for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    CheckChunk(2, 1, mode, CpExchange::kAllToAll);
+    CheckChunk(3, 2, mode, CpExchange::kAllToAll);
   }
 }
 

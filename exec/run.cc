@@ -260,12 +260,6 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "remainders (Apex's 16-bit master-weight remainders) is simulated only: "
                          "the executor keeps a full fp32 master copy; use fp32 with `run`");
   }
-  if (par.cp > 1 && par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
-    return cfg.source.At("parallel.cp_comm",
-                         "the CPU executor runs context parallelism as ring attention (p2p), with "
-                         "K and V all-gathered (all_gather) or by all-to-all (a2a); a2a+p2p is "
-                         "simulated only: use cp_comm: p2p, all_gather or a2a with `run`");
-  }
   if (par.zero > 1) {
     return cfg.source.At("parallel.zero",
                          "ZeRO stages 2 and 3 are not in the executor yet: use zero: 0 or 1 with "
@@ -329,9 +323,10 @@ Expected<BackendConfig> ConfigureBackend(const ResolvedJob& job, const Groups& g
   bc.cp = gpt::CpConfig{
       .size = par.cp,
       .rank = me.cp,
-      .exchange = par.cp_comm == ParallelConfig::CpComm::kAllGather  ? gpt::CpExchange::kAllGather
-                  : par.cp_comm == ParallelConfig::CpComm::kAllToAll ? gpt::CpExchange::kAllToAll
-                                                                     : gpt::CpExchange::kRing};
+      .exchange = par.cp_comm == ParallelConfig::CpComm::kAllGather ? gpt::CpExchange::kAllGather
+                  : par.cp_comm == ParallelConfig::CpComm::kP2P     ? gpt::CpExchange::kRing
+                                                                    : gpt::CpExchange::kAllToAll,
+      .a2a_size = par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P ? par.cp_a2a : 0};
   if (auto why =
           gpt::Validate(bc.model, gpt::ChunkSpec{0, bc.model.layers, true, true}, bc.tp, bc.cp)) {
     return cfg.source.At(par.cp > 1 ? "parallel.cp" : "model", *why);

@@ -119,6 +119,11 @@ struct Context {
 };
 
 // The K and V of the rank's tokens and heads: what context parallelism passes or gathers.
+// The CP ranks one all-to-all spans: cp under a2a, cp_a2a under a2a+p2p, else none (1).
+int CpAllToAllRanks(const ParallelConfig& p) {
+  if (p.cp_comm == ParallelConfig::CpComm::kAllToAll) return p.cp;
+  return p.cp_comm == ParallelConfig::CpComm::kAllToAllP2P ? p.cp_a2a : 1;
+}
 double CpKvBytes(const Context& c) { return c.e * c.tokens * 2 * c.m.kv_dim() / c.sh.tp; }
 // The Q (and, same size, the attention's output) of the rank's tokens and heads.
 double CpQBytes(const Context& c) { return c.e * c.tokens * c.m.hidden / c.sh.tp; }
@@ -429,13 +434,6 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         "training.precision: fp8 needs FP8 tensor cores (h100-sxm-80gb, "
         "h200-sxm-141gb); " +
         in.cluster.device.name + " has none: use bf16");
-  }
-  if (in.cluster.device.name == "cpu" && par.cp > 1 &&
-      par.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
-    return Error::BadInput(
-        "parallel.cp_comm: the CPU executor runs context parallelism as ring attention (p2p), "
-        "all-gathered (all_gather) or by all-to-all (a2a); a2a+p2p is not in it "
-        "(cluster.device: cpu): use cp_comm: p2p, all_gather or a2a");
   }
   if (in.training.fp8_params && par.zero == 3) {
     return Error::BadInput(
@@ -968,21 +966,20 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
   for (int s = 0; s < num_stages; ++s) {
     StageCost& sc = jc.stages[static_cast<std::size_t>(s)];
     const int layers = split[static_cast<std::size_t>(s)];
-    const CpuChunkMemory cm =
-        PredictCpuChunkMemory({.micro_batch = t.micro_batch,
-                               .seq_len = m.seq_len,
-                               .hidden = m.hidden,
-                               .ffn_hidden = m.ffn_hidden,
-                               .heads = m.heads,
-                               .vocab = m.vocab,
-                               .layers = layers,
-                               .first = s == 0,
-                               .last = s == num_stages - 1,
-                               .tp = par.tp,
-                               .sp = par.sp,
-                               .cp = par.cp,
-                               .cp_a2a = par.cp_comm == ParallelConfig::CpComm::kAllToAll,
-                               .recompute = t.recompute});
+    const CpuChunkMemory cm = PredictCpuChunkMemory({.micro_batch = t.micro_batch,
+                                                     .seq_len = m.seq_len,
+                                                     .hidden = m.hidden,
+                                                     .ffn_hidden = m.ffn_hidden,
+                                                     .heads = m.heads,
+                                                     .vocab = m.vocab,
+                                                     .layers = layers,
+                                                     .first = s == 0,
+                                                     .last = s == num_stages - 1,
+                                                     .tp = par.tp,
+                                                     .sp = par.sp,
+                                                     .cp = par.cp,
+                                                     .cp_a2a = CpAllToAllRanks(par),
+                                                     .recompute = t.recompute});
     sc.params = cm.params;
     sc.param_bytes = cm.param_bytes;
     sc.grad_bytes = cm.grad_bytes;

@@ -94,10 +94,11 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
   // Both recompute modes run each block's attention forward (its exchanges) again in I: the
-  // ring's (cp − 1) K/V blocks of n × 2 hl, or the all-to-alls' (cp − 1)/cp of n × 4 hl.
+  // all-to-alls' (A − 1)/A of n × 4 hl, and the ring's (cp / A − 1) K/V blocks of n × 2 hl.
   const std::int64_t passes = c.recompute != Recompute::kNone ? 1 : 0;
-  m.cp_bytes_per_microbatch = c.cp_a2a ? layers * (2 + passes) * (c.cp - 1) * n * 4 * hl / c.cp * kF
-                                       : layers * (3 + passes) * (c.cp - 1) * n * 2 * hl * kF;
+  const std::int64_t a = c.cp_a2a, rings = c.cp / c.cp_a2a;
+  m.cp_bytes_per_microbatch = layers * (2 + passes) * (a - 1) * n * 4 * hl / a * kF +
+                              layers * (3 + passes) * (rings - 1) * n * 2 * hl * kF;
   m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;

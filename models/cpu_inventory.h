@@ -48,7 +48,9 @@ struct CpuChunkShape {
   std::int64_t tp = 1;
   bool sp = false;
   std::int64_t cp = 1;  // context parallel: ring attention over cp ranks
-  bool cp_a2a = false;  // cp_comm: a2a (Ulysses) instead of the ring's (or all_gather's) blocks
+  // CP ranks of one all-to-all: cp under cp_comm a2a (Ulysses), cp_a2a under a2a+p2p (then a
+  // ring over cp / cp_a2a groups), 1 for the ring or all_gather (K/V blocks only).
+  std::int64_t cp_a2a = 1;
   Recompute recompute = Recompute::kNone;
 };
 
@@ -67,8 +69,9 @@ struct CpuChunkMemory {
   // Bytes this rank sends in ring attention, F and I of one microbatch: per block (cp − 1)
   // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full or
   // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again). With
-  // cp_a2a: (cp − 1)/cp of N·4·hl floats in F (Q K V out, the output back) and again in I
-  // (dOut in, dQ dK dV back); recompute adds F's again. The saved bytes are the same.
+  // cp_a2a = A > 1: (A − 1)/A of N·4·hl floats in F (Q K V out, the output back) and again in
+  // I (dOut in, dQ dK dV back), recompute adding F's again; the ring, over cp / A ranks, passes
+  // (cp / A − 1) blocks where it passed cp − 1. The saved bytes are the same.
   std::int64_t cp_bytes_per_microbatch = 0;
 };
 

@@ -35,7 +35,7 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .tp = tp.size,
                                      .sp = tp.sequence_parallel,
                                      .cp = cp.size,
-                                     .cp_a2a = cp.exchange == CpExchange::kAllToAll,
+                                     .cp_a2a = cp.AllToAllRanks(),
                                      .recompute = ToModels(spec.recompute)});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);

@@ -45,6 +45,13 @@ Index GlobalChunk(const CpConfig& cp, int rank, int half) {
 
 }  // namespace
 
+SubgroupComm::SubgroupComm(RingComm* parent, std::vector<int> members)
+    : parent_(parent), members_(std::move(members)) {
+  const auto it = std::find(members_.begin(), members_.end(), parent->rank());
+  assert(it != members_.end());
+  rank_ = static_cast<int>(it - members_.begin());
+}
+
 void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src,
                                  Tensor& m, Tensor& l, Tensor& acc) const {
   const Index hl = heads_ * head_dim_;
@@ -146,71 +153,93 @@ Tensor RingAttention::ReduceScatterKv(Tensor& all) const {
   return own;
 }
 
-RingAttention RingAttention::Unsplit() const {
-  return RingAttention(batch_, seq_ * cp_.cfg.size, heads_ / cp_.cfg.size, head_dim_,
-                       CpContext{{}, nullptr, cp_.unmasked_diagonal});
-}
-
-void RingAttention::AllToAll(std::vector<Tensor>& send, std::vector<Tensor>& recv) const {
+RingAttention::Levels RingAttention::MakeLevels() const {
   const int cp = cp_.cfg.size;
   const int me = cp_.cfg.rank;
+  const int a = cp_.cfg.AllToAllRanks();
+  const int group = me / a, k = me % a;
+  std::vector<int> a2a, ring;
+  for (int j = 0; j < a; ++j) a2a.push_back(group * a + j);
+  for (int j = 0; j < cp / a; ++j) ring.push_back(j * a + k);
+  return {.a2a = SubgroupComm(cp_.comm, std::move(a2a)),
+          .ring = SubgroupComm(cp_.comm, std::move(ring))};
+}
+
+RingAttention RingAttention::RingLevel(SubgroupComm* ring) const {
+  const int a = cp_.cfg.AllToAllRanks();
+  return RingAttention(batch_, seq_ * a, heads_ / a, head_dim_,
+                       CpContext{{.size = ring->size(), .rank = ring->rank()},
+                                 ring->size() > 1 ? ring : nullptr,
+                                 cp_.unmasked_diagonal});
+}
+
+Index RingAttention::RingLevelRow(int member, Index i) const {
+  // Member `member` of this rank's all-to-all group is CP rank group · a + member; its local
+  // row i holds position t = i / batch of its two chunks. The ring level's rank `group` holds
+  // super-chunks group and 2R − 1 − group of a · c positions (R = cp / a rings, c = the
+  // chunk): the union of its group's chunks, the balanced split over R ranks again.
+  const int cp = cp_.cfg.size;
+  const Index a = cp_.cfg.AllToAllRanks(), rings = cp / a;
+  const Index group = cp_.cfg.rank / a;
+  const Index seq = seq_ * cp, chunk = a * (seq / (2 * cp));
+  const CpConfig from{.size = cp, .rank = static_cast<int>(group * a + member)};
+  const Index g = CpGlobalPosition(from, seq, i / batch_);
+  const Index local =
+      g / chunk == group ? g - group * chunk : chunk + g - (2 * rings - 1 - group) * chunk;
+  return local * batch_ + i % batch_;
+}
+
+void RingAttention::AllToAll(RingComm& comm, std::vector<Tensor>& send,
+                             std::vector<Tensor>& recv) const {
+  const int n = comm.size();
+  const int me = comm.rank();
   std::vector<int> handles;
-  for (int k = 1; k < cp; ++k) {
-    const int dst = (me + k) % cp;
-    const int src = (me - k + cp) % cp;
-    handles.push_back(cp_.comm->SendTo(dst, send[static_cast<std::size_t>(dst)].span(), kA2aTag));
-    handles.push_back(cp_.comm->RecvFrom(src, recv[static_cast<std::size_t>(src)].span(), kA2aTag));
+  for (int k = 1; k < n; ++k) {
+    const int dst = (me + k) % n;
+    const int src = (me - k + n) % n;
+    handles.push_back(comm.SendTo(dst, send[static_cast<std::size_t>(dst)].span(), kA2aTag));
+    handles.push_back(comm.RecvFrom(src, recv[static_cast<std::size_t>(src)].span(), kA2aTag));
   }
-  for (const int h : handles) cp_.comm->Wait(h);
+  for (const int h : handles) comm.Wait(h);
 }
 
-Tensor RingAttention::SeqToHeads(const Tensor& x, Index groups) const {
-  const int cp = cp_.cfg.size;
-  const int me = cp_.cfg.rank;
-  const Index n = x.rows(), w = x.cols() / groups, ws = w / cp, cols = groups * ws;
+Tensor RingAttention::SeqToHeads(const Tensor& x, Index groups, RingComm& comm) const {
+  const int a = comm.size();
+  const int me = comm.rank();
+  const Index n = x.rows(), w = x.cols() / groups, ws = w / a, cols = groups * ws;
   std::vector<Tensor> send, recv;
-  for (int d = 0; d < cp; ++d) {  // to rank d: this rank's rows, rank d's heads
+  for (int d = 0; d < a; ++d) {  // to member d: this rank's rows, member d's heads
     send.emplace_back(*x.accountant(), MemCategory::kWorkspace, n, cols, Uninitialized{});
     for (Index g = 0; g < groups; ++g) {
       send.back().mat().middleCols(g * ws, ws) = x.mat().middleCols(g * w + d * ws, ws);
     }
     recv.push_back(d == me ? Tensor() : NewLike(x, n, cols));
   }
-  AllToAll(send, recv);
-  Tensor out(*x.accountant(), MemCategory::kWorkspace, cp * n, cols, Uninitialized{});
-  for (int src = 0; src < cp; ++src) {  // rank src's rows to their global positions
-    const Tensor& part = recv[static_cast<std::size_t>(src)].empty()
-                             ? send[static_cast<std::size_t>(me)]
-                             : recv[static_cast<std::size_t>(src)];
-    const CpConfig from{.size = cp, .rank = src};
-    for (Index i = 0; i < n; ++i) {
-      const Index row = CpGlobalPosition(from, seq_ * cp, i / batch_) * batch_ + i % batch_;
-      out.mat().row(row) = part.mat().row(i);
-    }
+  AllToAll(comm, send, recv);
+  Tensor out(*x.accountant(), MemCategory::kWorkspace, a * n, cols, Uninitialized{});
+  for (int src = 0; src < a; ++src) {  // member src's rows to their places on the ring level
+    const Tensor& part =
+        src == me ? send[static_cast<std::size_t>(me)] : recv[static_cast<std::size_t>(src)];
+    for (Index i = 0; i < n; ++i) out.mat().row(RingLevelRow(src, i)) = part.mat().row(i);
   }
   return out;
 }
 
-Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups) const {
-  const int cp = cp_.cfg.size;
-  const int me = cp_.cfg.rank;
-  const Index n = y.rows() / cp, ws = y.cols() / groups, w = ws * cp;
+Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) const {
+  const int a = comm.size();
+  const int me = comm.rank();
+  const Index n = y.rows() / a, ws = y.cols() / groups, w = ws * a;
   std::vector<Tensor> send, recv;
-  for (int d = 0; d < cp; ++d) {  // to rank d: its rows, this rank's heads
+  for (int d = 0; d < a; ++d) {  // to member d: its rows, this rank's heads
     send.emplace_back(*y.accountant(), MemCategory::kWorkspace, n, y.cols(), Uninitialized{});
-    const CpConfig to{.size = cp, .rank = d};
-    for (Index i = 0; i < n; ++i) {
-      const Index row = CpGlobalPosition(to, seq_ * cp, i / batch_) * batch_ + i % batch_;
-      send.back().mat().row(i) = y.mat().row(row);
-    }
+    for (Index i = 0; i < n; ++i) send.back().mat().row(i) = y.mat().row(RingLevelRow(d, i));
     recv.push_back(d == me ? Tensor() : NewLike(y, n, y.cols()));
   }
-  AllToAll(send, recv);
+  AllToAll(comm, send, recv);
   Tensor out(*y.accountant(), MemCategory::kWorkspace, n, groups * w, Uninitialized{});
-  for (int src = 0; src < cp; ++src) {  // rank src's heads of this rank's rows
-    const Tensor& part = recv[static_cast<std::size_t>(src)].empty()
-                             ? send[static_cast<std::size_t>(me)]
-                             : recv[static_cast<std::size_t>(src)];
+  for (int src = 0; src < a; ++src) {  // member src's heads of this rank's rows
+    const Tensor& part =
+        src == me ? send[static_cast<std::size_t>(me)] : recv[static_cast<std::size_t>(src)];
     for (Index g = 0; g < groups; ++g) {
       out.mat().middleCols(g * w + src * ws, ws) = part.mat().middleCols(g * ws, ws);
     }
@@ -226,9 +255,10 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   assert(qkv.rows() == n && qkv.cols() == 3 * hl);
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
-    Tensor heads = SeqToHeads(qkv, 3);
+    Levels levels = MakeLevels();
+    Tensor heads = SeqToHeads(qkv, 3, levels.a2a);
     qkv.Reset();
-    return HeadsToSeq(Unsplit().Forward(std::move(heads), s), 1);
+    return HeadsToSeq(RingLevel(&levels.ring).Forward(std::move(heads), s), 1, levels.a2a);
   }
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
@@ -357,7 +387,9 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const int me = cp_.cfg.rank;
   assert(dout.rows() == n && dout.cols() == hl);
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
-    return HeadsToSeq(Unsplit().BackwardInput(SeqToHeads(dout, 1), s), 3);
+    Levels levels = MakeLevels();
+    const Tensor dheads = SeqToHeads(dout, 1, levels.a2a);
+    return HeadsToSeq(RingLevel(&levels.ring).BackwardInput(dheads, s), 3, levels.a2a);
   }
   // delta = rowsum(dOut ∘ Out) per row and head (the softmax backward's correction).
   Tensor delta = NewLike(dout, n, heads_);

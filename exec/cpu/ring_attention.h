@@ -32,7 +32,12 @@
 // below, the sequence in global order), and all-to-alls the output back to the tokens' owners;
 // I does the same with dOut in and dQ dK dV back. A rank sends (cp − 1)/cp of N × 4 hl floats
 // in F and again in I. Saved: the head-sharded qkv [cp N, 3 hl / cp], output and log-sum-exp,
-// the same bytes as the ring's.
+// the same bytes as the ring's. With a2a_size = a < cp (a2a+p2p, Megatron-Core's
+// hierarchical CP) the all-to-all spans the a consecutive CP ranks of this rank's group only,
+// whose chunks together are super-chunks g and 2R − 1 − g of the sequence split into 2R
+// (R = cp / a): the balanced layout of ring attention over R ranks, which then runs over the
+// ranks with this rank's place in the other groups, on 1/a of the heads. A rank sends
+// (a − 1)/a of N × 4 hl floats in F and in I, and the ring's 3 (R − 1) K/V blocks.
 //
 // Within a chunk pair the work is blocked, flash-attention style: query and key blocks of at
 // most kBlock positions, one kBlock × kBlock score block at a time (never the s × s matrix);
@@ -82,6 +87,27 @@ class RingComm {
   virtual void Wait(int handle) = 0;
 };
 
+// Some ranks of a RingComm as one of their own (ranks renumbered 0 .. members − 1, in the
+// order given; this rank must be one of them); transfers go through the parent.
+class SubgroupComm final : public RingComm {
+ public:
+  SubgroupComm(RingComm* parent, std::vector<int> members);
+  int size() const override { return static_cast<int>(members_.size()); }
+  int rank() const override { return rank_; }
+  int SendTo(int dst, std::span<const float> data, int tag) override {
+    return parent_->SendTo(members_[static_cast<std::size_t>(dst)], data, tag);
+  }
+  int RecvFrom(int src, std::span<float> data, int tag) override {
+    return parent_->RecvFrom(members_[static_cast<std::size_t>(src)], data, tag);
+  }
+  void Wait(int handle) override { parent_->Wait(handle); }
+
+ private:
+  RingComm* parent_;
+  std::vector<int> members_;
+  int rank_ = 0;
+};
+
 // The CP group as the layers see it; comm may be null when cfg.size == 1. unmasked_diagonal is
 // a test hook (`run --test-fault cp-mask:RANK`): the causal triangle of the chunk pairs on the
 // diagonal is not applied, so that --check-reference must fail.
@@ -125,14 +151,24 @@ class RingAttention {
   // (ring reduce-scatter).
   Tensor AllGatherKv(const Tensor& kv) const;
   Tensor ReduceScatterKv(Tensor& all) const;
-  // kAllToAll (Ulysses): this rank's rows [N, groups × w] of every head (`groups` column
-  // groups of w = groups' heads × head_dim: Q K V, or the output) to every row of the sequence
-  // in global order, this rank's 1/cp of the heads of each group [cp N, groups × w / cp]; and
-  // back. The attention between runs unsplit (Unsplit()) on that share of the heads.
-  Tensor SeqToHeads(const Tensor& x, Index groups) const;
-  Tensor HeadsToSeq(const Tensor& y, Index groups) const;
-  void AllToAll(std::vector<Tensor>& send, std::vector<Tensor>& recv) const;
-  RingAttention Unsplit() const;
+  // kAllToAll: the all-to-all level (a consecutive CP ranks; a = cp for Ulysses) and the
+  // ring level (the cp / a ranks with this rank's place in their groups).
+  struct Levels {
+    SubgroupComm a2a;
+    SubgroupComm ring;
+  };
+  Levels MakeLevels() const;
+  // The attention of the ring level: every position of this group's ranks, 1/a of the heads
+  // (with one ring, a = cp, the unsplit attention over the sequence in global order).
+  RingAttention RingLevel(SubgroupComm* ring) const;
+  // Where member `member`'s local row i lands in the ring level's rows.
+  Index RingLevelRow(int member, Index i) const;
+  // This rank's rows [N, groups × w] of every head (`groups` column groups of w = heads ×
+  // head_dim: Q K V, or the output) to the ring level's rows of its group [a N, groups × w / a],
+  // this member's 1/a of the heads of each group; and back.
+  Tensor SeqToHeads(const Tensor& x, Index groups, RingComm& comm) const;
+  Tensor HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) const;
+  void AllToAll(RingComm& comm, std::vector<Tensor>& send, std::vector<Tensor>& recv) const;
 
   Index batch_ = 0;
   Index seq_ = 0;  // local positions (two chunks)

@@ -32,10 +32,16 @@ std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, co
     return "parallel.cp needs model.seq_len to be a multiple of 2 × parallel.cp (two chunks per "
            "rank, one from each end of the sequence)";
   }
-  if (cp.size > 1 && cp.exchange == CpExchange::kAllToAll && (m.heads / tp.size) % cp.size != 0) {
-    return "parallel.cp_comm: a2a needs each tensor-parallel rank's heads (model.heads / "
-           "parallel.tp) to be a multiple of parallel.cp (every CP rank attends over all the "
-           "tokens of its share of the heads)";
+  if (cp.size > 1 && cp.exchange == CpExchange::kAllToAll) {
+    const int a = cp.AllToAllRanks();
+    if (a < 2 || a > cp.size || cp.size % a != 0) {
+      return "parallel.cp_a2a must lie in [2, parallel.cp] and divide it";
+    }
+    if ((m.heads / tp.size) % a != 0) {
+      return "parallel.cp_comm: a2a needs each tensor-parallel rank's heads (model.heads / "
+             "parallel.tp) to be a multiple of the all-to-all's ranks (parallel.cp, or cp_a2a "
+             "with a2a+p2p): each attends over the tokens of its share of the heads";
+    }
   }
   if (cp.size > 1 && m.dropout > 0.0f) {
     return "model.dropout must be 0 with parallel.cp > 1 (the dropout masks are keyed by rows "

@@ -72,12 +72,18 @@ struct TpConfig {
 // around the ring, overlapped with the attention; kAllGather (all_gather, as Llama 3
 // trained), K and V all gathered first and dK, dV reduce-scattered after (the same bytes, in
 // series); kAllToAll (a2a, DeepSpeed-Ulysses), Q, K and V all-to-all'd from this rank's
-// tokens of every head to every token of 1/size of the heads, the output back.
+// tokens of every head to every token of 1/size of the heads, the output back; with
+// a2a_size (a2a+p2p, Megatron-Core's hierarchical CP) the all-to-all spans groups of a2a_size
+// consecutive CP ranks only, and ring attention runs over the size / a2a_size groups.
 enum class CpExchange : std::uint8_t { kRing, kAllGather, kAllToAll };
 struct CpConfig {
   int size = 1;
   int rank = 0;
   CpExchange exchange = CpExchange::kRing;
+  int a2a_size = 0;  // kAllToAll: ranks of the all-to-all level; 0 = size (no ring level)
+  int AllToAllRanks() const {
+    return exchange != CpExchange::kAllToAll ? 1 : a2a_size > 0 ? a2a_size : size;
+  }
 };
 
 // The global sequence position of local position t (0 <= t < seq_len / cp.size).

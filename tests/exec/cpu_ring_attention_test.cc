@@ -117,11 +117,13 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
 void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
-                         CpExchange exchange = CpExchange::kRing) {
-  const bool a2a = exchange == CpExchange::kAllToAll;
-  const Index batch = 2, seq = per_rank * cp, heads = a2a ? 2 * cp : 2, d = 8, hl = heads * d;
+                         CpExchange exchange = CpExchange::kRing, int a2a_size = 0) {
+  const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
+  const Index a = shape.AllToAllRanks(), rings = cp / a;
+  const Index batch = 2, seq = per_rank * cp, heads = 2 * a, d = 8, hl = heads * d;
   const char* how = exchange == CpExchange::kRing        ? ""
                     : exchange == CpExchange::kAllGather ? " all_gather"
+                    : a < cp                             ? " a2a+p2p"
                                                          : " a2a";
   const Index n = batch * seq;
   Accountant ref_acc;
@@ -143,7 +145,7 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
     std::vector<std::jthread> threads;
     for (int r = 0; r < cp; ++r) {
       threads.emplace_back([&, r] {
-        const CpConfig cfg{.size = cp, .rank = r, .exchange = exchange};
+        const CpConfig cfg{.size = cp, .rank = r, .exchange = exchange, .a2a_size = a2a_size};
         ThreadRing ring(group, r);
         Accountant acc;
         const std::vector<Index> rows = LocalRows(cfg, seq, batch);
@@ -182,10 +184,11 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
                   got_d.begin() + row * 3 * hl);
     }
     // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I (all_gather: the
-    // ring all-gather's, twice, and the ring reduce-scatter's). a2a: (cp − 1)/cp of the
-    // rank's Q K V and output in F, of its dOut and dQ dK dV in I.
+    // ring all-gather's, twice, and the ring reduce-scatter's). a2a over a ranks: (a − 1)/a of
+    // the rank's Q K V and output in F, of its dOut and dQ dK dV in I; then the ring's blocks
+    // over the cp / a rings.
     const std::int64_t want =
-        a2a ? 2 * (cp - 1) * (n / cp) * 4 * (hl / cp) * 4 : 3 * (cp - 1) * (n / cp) * 2 * hl * 4;
+        2 * (a - 1) * (n / cp) * 4 * (hl / a) * 4 + 3 * (rings - 1) * (n / cp) * 2 * hl * 4;
     EXPECT_EQ(sent[static_cast<std::size_t>(r)], want) << how;
   }
   const double e_out = RelErr(got_out, ref_out.span());
@@ -230,6 +233,15 @@ TEST(RingAttention, AllToAllEqualsUnsplitAttention) {
   CheckAgainstUnsplit(2, false, true, 300, CpExchange::kAllToAll);
 }
 
+// parallel.cp_comm: a2a+p2p (Megatron-Core's hierarchical CP): all-to-all within groups of
+// cp_a2a ranks, ring attention over the cp / cp_a2a groups; the same result, both levels' bytes.
+TEST(RingAttention, HierarchicalAllToAllAndRingEqualsUnsplitAttention) {
+  CheckAgainstUnsplit(4, false, true, 12, CpExchange::kAllToAll, 2);
+  CheckAgainstUnsplit(6, false, true, 12, CpExchange::kAllToAll, 2);
+  CheckAgainstUnsplit(6, false, true, 12, CpExchange::kAllToAll, 3);
+  CheckAgainstUnsplit(4, true, false, 12, CpExchange::kAllToAll, 2);
+}
+
 ModelConfig SmallModel() {
   return ModelConfig{.layers = 2,
                      .hidden = 16,
@@ -244,10 +256,11 @@ ModelConfig SmallModel() {
 // A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
 // chunk that stores every activation: loss and gradients; memory against the inventory.
 void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
-                CpExchange exchange = CpExchange::kRing) {
+                CpExchange exchange = CpExchange::kRing, int a2a_size = 0) {
   ModelConfig m = SmallModel();
-  if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the CP ranks
-    m.heads = tp * cp;
+  const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
+  if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the a2a ranks
+    m.heads = tp * shape.AllToAllRanks();
     m.hidden = 4 * m.heads;
   }
   const ChunkSpec stored{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
@@ -283,7 +296,8 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
           ThreadRing ring(rings_by_tp[t], c);
           ThreadCollectives coll = tp_groups[static_cast<std::size_t>(c)]->Rank(t);
           const TpConfig tpc{.size = tp, .rank = t, .sequence_parallel = tp > 1};
-          const CpContext cpc{{.size = cp, .rank = c, .exchange = exchange}, &ring};
+          const CpContext cpc{{.size = cp, .rank = c, .exchange = exchange, .a2a_size = a2a_size},
+                              &ring};
           Accountant acc;
           Chunk ch(m, spec, tpc, acc, tp > 1 ? &coll : nullptr, cpc);
           ch.LoadFullParams(full_params);
@@ -359,6 +373,7 @@ TEST(RingAttention, AllToAllChunkEqualsUnsplitModel) {
   for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     CheckChunk(2, 1, mode, CpExchange::kAllToAll);
     CheckChunk(3, 2, mode, CpExchange::kAllToAll);
+    CheckChunk(4, 1, mode, CpExchange::kAllToAll, 2);  // a2a+p2p
   }
 }
 

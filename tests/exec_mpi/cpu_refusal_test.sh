@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # cpu_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: what the CPU executor does not run is refused
-# with exit 2 and a message naming the key. parallel.cp_comm: a2a+p2p (its CP is ring
-# attention, p2p, all_gather or a2a), by `run` and by `simulate` (cluster.device: cpu); a2a
-# with heads that do not split over the CP ranks, by both; training.precision: fp8 (simulated
-# only) by `run`; training.master_weights: remainders (Apex's, simulated on GPU devices only)
-# by `run` and by `simulate` on the cpu device. cp 2 with recompute full or selective is not
-# refused: it simulates, and runs (recompute_test.sh checks it).
+# with exit 2 and a message naming the key. parallel.cp_comm: a2a with heads that do not split
+# over the CP ranks, by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
+# (simulated only) by `run`; training.master_weights: remainders (Apex's, simulated on GPU
+# devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
+# selective is not refused: it simulates, and runs (recompute_test.sh checks it).
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
@@ -37,9 +36,6 @@ refused() {
     check "simulate (cpu device) $2" $? "$out" "$3"
   fi
 }
-# a2a+p2p at cp 4 (two levels of 2): four ranks, refused before anything runs.
-variant cp4-a2a-p2p "s/^parallel: {/parallel: {cp_comm: a2a+p2p, cp_a2a: 2, /; s/cp: 2}/cp: 4}/" "cp: 4}"
-refused 4 "cp 4, cp_comm a2a+p2p" parallel.cp_comm simulate
 # a2a at cp 4 with 2 heads: each rank's share of the heads would be half a head.
 variant cp4-a2a-2heads "s/^parallel: {/parallel: {cp_comm: a2a, /; s/cp: 2}/cp: 4}/; s/^model: {/model: {heads: 2, /" "heads: 2"
 refused 4 "cp 4, cp_comm a2a, 2 heads" parallel.cp_comm simulate

@@ -47,10 +47,10 @@ usage:
       plots.
   pipetwin plan PLAN.yaml [--top K] [--report P.json] [--csv ALL.csv] [--plot P.png]
                 [--threads N] [--emit-jobs DIR]
-      Search the layouts and schedules of the plan file's search: (tp, pp, dp, cp, vpp, sp,
-      micro_batch, recompute, zero, schedule) and list the K fastest that fit in memory:
-      tokens/s, MFU, bubble, peak memory, exposed communication; --emit-jobs writes them as
-      job files that `simulate` reproduces.
+      Search the layouts and schedules of the plan file's search: (tp, pp, dp, cp, cp_comm,
+      vpp, sp, micro_batch, recompute, zero, overlap, rank_order, schedule) and list the K
+      fastest that fit in memory: tokens/s, MFU, bubble, peak memory, exposed communication;
+      --emit-jobs writes them as job files that `simulate` reproduces.
   pipetwin schedules
       List the schedule generators.
   pipetwin presets

@@ -439,8 +439,8 @@ Status SearchList(const YamlFields& f, const YAML::Node& search, const char* key
 Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& job,
                    SearchSpace* sp) {
   if (Status s = f.CheckKeys(n, "search",
-                             {"schedule", "tp", "pp", "dp", "cp", "vpp", "sp", "micro_batch",
-                              "recompute", "zero", "overlap", "rank_order"});
+                             {"schedule", "tp", "pp", "dp", "cp", "cp_comm", "vpp", "sp",
+                              "micro_batch", "recompute", "zero", "overlap", "rank_order"});
       !s) {
     return s;
   }
@@ -457,6 +457,25 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
   sp->recompute = {job.training.recompute};
   sp->overlap = {job.training.overlap};
   sp->rank_order = {job.cluster.rank_order};
+  sp->cp_comm = {p.cp_comm};
+  auto read_cp_comm = [&](const YAML::Node& v,
+                          const std::string& key) -> Expected<ParallelConfig::CpComm> {
+    auto x = f.Choice(v, key, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+    if (!x) return x.error();
+    if (*x == "a2a+p2p" && p.cp_a2a == 0) {
+      return f.At(v, key,
+                  "a2a+p2p needs parallel.cp_a2a in the job (the size of its all-to-all level, "
+                  "with cp_comm: a2a+p2p there)");
+    }
+    return *x == "all_gather" ? ParallelConfig::CpComm::kAllGather
+           : *x == "a2a"      ? ParallelConfig::CpComm::kAllToAll
+           : *x == "a2a+p2p"  ? ParallelConfig::CpComm::kAllToAllP2P
+                              : ParallelConfig::CpComm::kP2P;
+  };
+  if (Status s = SearchList<ParallelConfig::CpComm>(f, n, "cp_comm", read_cp_comm, &sp->cp_comm);
+      !s) {
+    return s;
+  }
   auto read_order = [&](const YAML::Node& v, const std::string& key) -> Expected<models::DimOrder> {
     Expected<std::string> x = f.String(v, key);
     if (!x) return x.error();

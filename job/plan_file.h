@@ -35,6 +35,8 @@ struct SearchSpace {
   // cluster.rank_order's candidates: which groups share a node, and on a cluster.fabric with
   // oversubscribed blocks which leave a block.
   std::vector<models::DimOrder> rank_order;
+  // parallel.cp_comm's candidates (searched where cp > 1; a2a+p2p with the job's cp_a2a).
+  std::vector<ParallelConfig::CpComm> cp_comm;
 };
 
 struct PlanFile {

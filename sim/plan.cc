@@ -454,24 +454,27 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
                   for (int mb : sp.micro_batch)
                     for (models::Recompute rc : sp.recompute)
                       for (const models::Overlap& ov : sp.overlap)
-                        for (const models::DimOrder& order : sp.rank_order) {
-                          PlanRow r;
-                          r.schedule = sched;
-                          r.parallel = ParallelConfig{.pp = pp,
-                                                      .vpp = vpp,
-                                                      .dp = dp,
-                                                      .tp = tp,
-                                                      .sp = seq,
-                                                      .cp = cp,
-                                                      .cp_comm = plan.job.parallel.cp_comm,
-                                                      .cp_a2a = plan.job.parallel.cp_a2a,
-                                                      .zero = zero};
-                          r.micro_batch = mb;
-                          r.recompute = rc;
-                          r.overlap = ov;
-                          r.rank_order = order;
-                          rows.push_back(std::move(r));
-                        }
+                        for (const models::DimOrder& order : sp.rank_order)
+                          for (const ParallelConfig::CpComm comm : sp.cp_comm) {
+                            // Without CP the exchange means nothing: the first listed stands.
+                            if (cp == 1 && comm != sp.cp_comm.front()) continue;
+                            PlanRow r;
+                            r.schedule = sched;
+                            r.parallel = ParallelConfig{.pp = pp,
+                                                        .vpp = vpp,
+                                                        .dp = dp,
+                                                        .tp = tp,
+                                                        .sp = seq,
+                                                        .cp = cp,
+                                                        .cp_comm = comm,
+                                                        .cp_a2a = plan.job.parallel.cp_a2a,
+                                                        .zero = zero};
+                            r.micro_batch = mb;
+                            r.recompute = rc;
+                            r.overlap = ov;
+                            r.rank_order = order;
+                            rows.push_back(std::move(r));
+                          }
   }
   return rows;
 }
@@ -486,6 +489,7 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   res.rows = Enumerate(plan);
   res.rank_orders = plan.search.rank_order.size() > 1;
+  res.cp_comms = plan.search.cp_comm.size() > 1;
   const std::size_t n = res.rows.size();
   // No more threads than layouts: each would find no work.
   res.threads = static_cast<int>(
@@ -617,6 +621,19 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
 }
 
 namespace {
+const char* CpCommName(ParallelConfig::CpComm c) {
+  switch (c) {
+    case ParallelConfig::CpComm::kAllGather:
+      return "all_gather";
+    case ParallelConfig::CpComm::kAllToAll:
+      return "a2a";
+    case ParallelConfig::CpComm::kAllToAllP2P:
+      return "a2a+p2p";
+    case ParallelConfig::CpComm::kP2P:
+      break;
+  }
+  return "p2p";
+}
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
@@ -716,6 +733,10 @@ std::string PlanSummary(const PlanResult& r) {
       "ovl", "m", "iter ms", "tokens/s", "MFU", "bubble", "peak GiB (rank)", "comm ms",
       r.rank_orders ? "  rank order" : "");
   out += buf;
+  if (r.cp_comms) {
+    out.pop_back();
+    out += "  cp_comm\n";
+  }
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const PlanRow& x = r.top[i].row;
     std::snprintf(buf, sizeof buf, "%2zu %s %10.1f %10.0f %5.1f%% %6.1f%% %8.1f (%3d) %9.1f\n",
@@ -726,6 +747,10 @@ std::string PlanSummary(const PlanResult& r) {
     if (r.rank_orders) {
       out.pop_back();  // the newline
       out += "  " + models::ToString(x.rank_order) + "\n";
+    }
+    if (r.cp_comms) {
+      out.pop_back();
+      out += std::string("  ") + CpCommName(x.parallel.cp_comm) + "\n";
     }
   }
   return out;
@@ -770,7 +795,8 @@ std::string PlanCsv(const PlanResult& r) {
       "reason,"
       "fits,peak_memory_bytes,fullest_rank,tokens_per_s_bound,iteration_time_ms,tokens_per_s,mfu,"
       "bubble_fraction,exposed_comm_ms";
-  out += r.rank_orders ? ",rank_order\n" : "\n";
+  out += r.rank_orders ? ",rank_order" : "";
+  out += r.cp_comms ? ",cp_comm\n" : "\n";
   char buf[512];
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const PlanRow& x = r.rows[i];
@@ -787,6 +813,10 @@ std::string PlanCsv(const PlanResult& r) {
     if (r.rank_orders) {
       out.pop_back();  // the newline
       out += "," + models::ToString(x.rank_order) + "\n";
+    }
+    if (r.cp_comms) {
+      out.pop_back();
+      out += std::string(",") + CpCommName(x.parallel.cp_comm) + "\n";
     }
   }
   return out;

@@ -65,6 +65,7 @@ struct PlanResult {
   int threads = 1;
   std::int64_t hbm_bytes = 0;
   bool rank_orders = false;   // search.rank_order listed more than one: the outputs show it
+  bool cp_comms = false;      // search.cp_comm listed more than one: the outputs show it
   std::vector<PlanRow> rows;  // every evaluated layout, in search order
   std::vector<PlanTop> top;   // the best K that fit, by tokens/s (ties: search order)
 };

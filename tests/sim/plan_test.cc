@@ -172,6 +172,55 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
   EXPECT_EQ(sim->report.iteration_time_ms, top.row.iteration_time_ms);
 }
 
+// search.cp_comm: each layout with CP under each exchange listed (cp 1 once: without CP the
+// exchange means nothing); every row equals the same layout planned with that exchange alone,
+// and the outputs name it.
+TEST(PlanTest, SearchesCpCommWhereThereIsCp) {
+  auto text = [](const std::string& comms) {
+    return "schedule: 1f1b\nmodel: {preset: llama3-8b, seq_len: 16384}\n"
+           "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+           "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
+           "search: {tp: [1, 8], pp: [1], cp: [1, 2], zero: [1], cp_comm: " +
+           comms + "}\n";
+  };
+  const PlanOptions all{.top = 10, .threads = 1, .prune = false};
+  auto both = RunPlan(Parse(text("[p2p, all_gather, a2a]")), all);
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_EQ(both->evaluated, 2 + 2 * 3);
+  EXPECT_TRUE(both->cp_comms);
+  int matched = 0;
+  for (const char* one : {"p2p", "all_gather", "a2a"}) {
+    auto alone = RunPlan(Parse(text(std::string("[") + one + "]")), all);
+    ASSERT_TRUE(alone) << alone.error().message;
+    EXPECT_FALSE(alone->cp_comms);
+    for (const PlanRow& a : alone->rows) {
+      for (const PlanRow& b : both->rows) {
+        if (b.parallel.tp != a.parallel.tp || b.parallel.cp != a.parallel.cp ||
+            b.parallel.cp_comm != a.parallel.cp_comm) {
+          continue;
+        }
+        EXPECT_EQ(b.status, a.status) << one;
+        EXPECT_EQ(b.iteration_time_ms, a.iteration_time_ms) << one;
+        EXPECT_EQ(b.peak_memory_bytes, a.peak_memory_bytes) << one;
+        ++matched;
+      }
+    }
+  }
+  // Each of the 6 cp-2 rows once, and the 2 cp-1 rows (p2p, listed first) once.
+  EXPECT_EQ(matched, 8);
+  EXPECT_NE(PlanCsv(*both).find(",cp_comm\n"), std::string::npos);
+  EXPECT_NE(PlanCsv(*both).find(",a2a\n"), std::string::npos);
+  EXPECT_NE(PlanSummary(*both).find("cp_comm"), std::string::npos);
+  // Bad values name the key; a2a+p2p needs the job's cp_a2a.
+  auto bad = ParsePlanFile(text("[ring]"), "plan.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("search.cp_comm"), std::string::npos) << bad.error().message;
+  auto no_a2a = ParsePlanFile(text("[p2p, a2a+p2p]"), "plan.yaml");
+  ASSERT_FALSE(no_a2a);
+  EXPECT_NE(no_a2a.error().message.find("parallel.cp_a2a"), std::string::npos)
+      << no_a2a.error().message;
+}
+
 // search.rank_order: each layout in each order. On Llama 3's pods (384 nodes, 1:7) Megatron's
 // order puts a pipeline's nodes 128 apart across the pods and Meta's keeps them together, so
 // Meta's is faster; on a non-blocking fabric the two orders give the same groups' shapes here

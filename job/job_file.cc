@@ -17,6 +17,8 @@
 namespace pipetwin {
 namespace {
 
+std::vector<std::string> CpCommNames() { return {kCpCommNames.begin(), kCpCommNames.end()}; }
+
 std::vector<std::string> ScheduleNames() {
   std::vector<std::string> names;
   for (const auto& g : AllGenerators()) names.emplace_back(g.name);
@@ -57,12 +59,9 @@ Status ParseParallel(const YamlFields& f, const YAML::Node& n, ParallelConfig* p
     }
   }
   if (n["cp_comm"]) {
-    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", {"p2p", "all_gather", "a2a", "a2a+p2p"});
+    auto v = f.Choice(n["cp_comm"], "parallel.cp_comm", CpCommNames());
     if (!v) return v.error();
-    p->cp_comm = *v == "all_gather" ? ParallelConfig::CpComm::kAllGather
-                 : *v == "a2a"      ? ParallelConfig::CpComm::kAllToAll
-                 : *v == "a2a+p2p"  ? ParallelConfig::CpComm::kAllToAllP2P
-                                    : ParallelConfig::CpComm::kP2P;
+    p->cp_comm = *ParseCpComm(*v);
   }
   const bool hierarchical = p->cp_comm == ParallelConfig::CpComm::kAllToAllP2P;
   if (n["cp_a2a"]) {
@@ -460,17 +459,14 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
   sp->cp_comm = {p.cp_comm};
   auto read_cp_comm = [&](const YAML::Node& v,
                           const std::string& key) -> Expected<ParallelConfig::CpComm> {
-    auto x = f.Choice(v, key, {"p2p", "all_gather", "a2a", "a2a+p2p"});
+    auto x = f.Choice(v, key, CpCommNames());
     if (!x) return x.error();
     if (*x == "a2a+p2p" && p.cp_a2a == 0) {
       return f.At(v, key,
                   "a2a+p2p needs parallel.cp_a2a in the job (the size of its all-to-all level, "
                   "with cp_comm: a2a+p2p there)");
     }
-    return *x == "all_gather" ? ParallelConfig::CpComm::kAllGather
-           : *x == "a2a"      ? ParallelConfig::CpComm::kAllToAll
-           : *x == "a2a+p2p"  ? ParallelConfig::CpComm::kAllToAllP2P
-                              : ParallelConfig::CpComm::kP2P;
+    return *ParseCpComm(*x);
   };
   if (Status s = SearchList<ParallelConfig::CpComm>(f, n, "cp_comm", read_cp_comm, &sp->cp_comm);
       !s) {

@@ -186,12 +186,9 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
   Key(e, "tp", p.tp);
   Key(e, "sp", p.sp);
   Key(e, "cp", p.cp);
-  if (p.cp_comm == ParallelConfig::CpComm::kAllGather) Key(e, "cp_comm", std::string("all_gather"));
-  if (p.cp_comm == ParallelConfig::CpComm::kAllToAll) Key(e, "cp_comm", std::string("a2a"));
-  if (p.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) {
-    Key(e, "cp_comm", std::string("a2a+p2p"));
-    Key(e, "cp_a2a", p.cp_a2a);
-  }
+  if (p.cp_comm != ParallelConfig::CpComm::kP2P)
+    Key(e, "cp_comm", std::string(ToString(p.cp_comm)));
+  if (p.cp_comm == ParallelConfig::CpComm::kAllToAllP2P) Key(e, "cp_a2a", p.cp_a2a);
   Key(e, "zero", p.zero);
   e << YAML::EndMap;
   if (c.costs) {

@@ -6,7 +6,10 @@
 //   int ranks = par.WorldSize();   // 8
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace pipetwin {
 
@@ -32,6 +35,19 @@ struct ParallelConfig {
   int zero = 0;    // ZeRO stage 0..3
   int WorldSize() const { return pp * dp * tp * cp; }
 };
+
+// parallel.cp_comm's names, in CpComm's order, and the two ways between name and value.
+inline constexpr std::array<std::string_view, 4> kCpCommNames = {"p2p", "all_gather", "a2a",
+                                                                 "a2a+p2p"};
+constexpr std::string_view ToString(ParallelConfig::CpComm c) {
+  return kCpCommNames[static_cast<std::size_t>(c)];
+}
+constexpr std::optional<ParallelConfig::CpComm> ParseCpComm(std::string_view name) {
+  for (std::size_t i = 0; i < kCpCommNames.size(); ++i) {
+    if (kCpCommNames[i] == name) return static_cast<ParallelConfig::CpComm>(i);
+  }
+  return std::nullopt;
+}
 
 // Abstract costs of ONE action of ONE model chunk (job file `costs:`).
 struct AbstractCosts {

@@ -621,19 +621,6 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
 }
 
 namespace {
-const char* CpCommName(ParallelConfig::CpComm c) {
-  switch (c) {
-    case ParallelConfig::CpComm::kAllGather:
-      return "all_gather";
-    case ParallelConfig::CpComm::kAllToAll:
-      return "a2a";
-    case ParallelConfig::CpComm::kAllToAllP2P:
-      return "a2a+p2p";
-    case ParallelConfig::CpComm::kP2P:
-      break;
-  }
-  return "p2p";
-}
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
@@ -750,7 +737,7 @@ std::string PlanSummary(const PlanResult& r) {
     }
     if (r.cp_comms) {
       out.pop_back();
-      out += std::string("  ") + CpCommName(x.parallel.cp_comm) + "\n";
+      out += "  " + std::string(ToString(x.parallel.cp_comm)) + "\n";
     }
   }
   return out;
@@ -816,7 +803,7 @@ std::string PlanCsv(const PlanResult& r) {
     }
     if (r.cp_comms) {
       out.pop_back();
-      out += std::string(",") + CpCommName(x.parallel.cp_comm) + "\n";
+      out += "," + std::string(ToString(x.parallel.cp_comm)) + "\n";
     }
   }
   return out;

@@ -42,8 +42,8 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
   if (job.config.training.precision == models::Precision::kFp8 && job.model_costs) {
     std::printf(
         "note: fp8 GEMMs run at %.2f of bf16's efficiency (cluster.compute.fp8_gemm_factor; "
-        "fitted 0.89 on NVIDIA's FP8 recipes of 2024-25, held out NeMo 24.07's FP8 table reads "
-        "-12%% to +8%%, 4.3%% on average: models/README.md, FP8)\n",
+        "fitted 0.87 on NVIDIA's FP8 recipes of 2024-25, held out NeMo 24.07's FP8 table reads "
+        "-13%% to +9%%, 4.5%% on average: models/README.md, FP8)\n",
         job.model_costs->cluster.device.fp8_gemm_factor);
   }
   // FSDP's hidden collectives: the one cost source whose published runs say they are not
@@ -60,6 +60,22 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
           "prediction as up to %.0f%% optimistic\n",
           share, kFsdpHiddenSharePaid * share);
     }
+  }
+  // cluster.variability: say what the order statistic did to the compute.
+  if (job.model_costs && job.model_costs->straggler_factor != 1) {
+    const models::Variability& v = job.model_costs->cluster.variability;
+    std::string what = std::string(models::ToString(v.distribution));
+    char buf[128];
+    if (v.distribution == models::Variability::Distribution::kSlowFraction) {
+      std::snprintf(buf, sizeof buf, " (%.3g%% of the ranks %.3gx slower, cv %.3g)",
+                    100 * v.fraction, v.slowdown, v.cv);
+    } else {
+      std::snprintf(buf, sizeof buf, " (cv %.3g)", v.cv);
+    }
+    std::printf(
+        "stragglers: cluster.variability %s%s: each step waits for the slowest of %lld ranks, "
+        "compute x %.4f\n",
+        what.c_str(), buf, job.model_costs->straggler_ranks, job.model_costs->straggler_factor);
   }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,

@@ -29,6 +29,16 @@ void KeyNum(YAML::Emitter& e, const char* key, double value) {
   e << YAML::Key << key << YAML::Value << Num(value);
 }
 
+// The keys of a variability map (cluster.variability, execution.stragglers.variability).
+void WriteVariability(YAML::Emitter& e, const models::Variability& v) {
+  Key(e, "distribution", std::string(models::ToString(v.distribution)));
+  KeyNum(e, "cv", v.cv);
+  if (v.distribution == models::Variability::Distribution::kSlowFraction) {
+    KeyNum(e, "fraction", v.fraction);
+    KeyNum(e, "slowdown", v.slowdown);
+  }
+}
+
 void WriteModel(YAML::Emitter& e, const models::ModelConfig& m) {
   // The preset the model came from, and the fields where it differs from it.
   std::string preset = m.name;
@@ -141,10 +151,11 @@ void WriteCluster(YAML::Emitter& e, const models::ClusterConfig& c) {
        base.nvlink_bytes_per_s, base.nvlink_latency_s, base.nvlink_efficiency);
   link("inter_node", d.ib_bytes_per_s, d.ib_latency_s, d.ib_efficiency, base.ib_bytes_per_s,
        base.ib_latency_s, base.ib_efficiency);
-  if (c.variability.distribution != models::Variability::Distribution::kNone) {
+  // The device's own default is left out (a job file that did not state it reads the same);
+  // anything else is written, `{distribution: none}` included.
+  if (!(c.variability == base.variability)) {
     e << YAML::Key << "variability" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    Key(e, "distribution", std::string(models::ToString(c.variability.distribution)));
-    KeyNum(e, "cv", c.variability.cv);
+    WriteVariability(e, c.variability);
     e << YAML::EndMap;
   }
   if (c.fabric.block_nodes > 0 || c.fabric.oversubscription != 1) {
@@ -230,8 +241,7 @@ std::string WriteJobConfig(const JobConfig& c, const std::string& comment) {
     }
     if (st.random()) {
       e << YAML::Key << "variability" << YAML::Value << YAML::Flow << YAML::BeginMap;
-      Key(e, "distribution", std::string(models::ToString(st.variability.distribution)));
-      KeyNum(e, "cv", st.variability.cv);
+      WriteVariability(e, st.variability);
       e << YAML::EndMap;
     }
     Key(e, "seed", static_cast<long long>(st.seed));

@@ -37,6 +37,43 @@ struct Link {
   double latency_s = 0;
 };
 
+// Per-rank speed variability at scale (`variability: {distribution: normal, cv: 0.02}`): each
+// rank's compute time is the nominal time times an independent factor of mean 1 and
+// coefficient of variation cv, drawn per step; a step waits for the slowest rank of the
+// ranks that synchronise in it.
+// `slow_fraction` (`{distribution: slow_fraction, fraction: 0.005, slowdown: 1.1, cv}`) is a
+// cluster where a share `fraction` of the ranks runs `slowdown` times slower than the nominal
+// (healthy) speed, and every rank, slow or not, spreads around its speed by a normal factor
+// of coefficient of variation cv (default 0). Its mean is 1 + fraction (slowdown - 1), not 1.
+struct Variability {
+  enum class Distribution { kNone, kNormal, kLognormal, kSlowFraction };
+  Distribution distribution = Distribution::kNone;
+  double cv = 0;
+  double fraction = 0;  // slow_fraction: the share of slow ranks, in [0, 1]
+  double slowdown = 1;  // slow_fraction: their time factor, >= 1
+  bool operator==(const Variability&) const = default;
+
+  // Whether any rank can run off its nominal speed.
+  bool active() const {
+    switch (distribution) {
+      case Distribution::kNone:
+        return false;
+      case Distribution::kSlowFraction:
+        return cv > 0 || (fraction > 0 && slowdown > 1);
+      default:
+        return cv > 0;
+    }
+  }
+};
+std::string_view ToString(Variability::Distribution d);
+// `{distribution: none | normal | lognormal | slow_fraction, cv, fraction, slowdown}` at `key`
+// (cluster.variability, execution.stragglers.variability): cv in [0, 0.25] for normal and
+// slow_fraction (a negative time stays 4 sigma out of reach), [0, 1] for lognormal; fraction
+// (required) in [0, 1] and slowdown (required) in [1, 100] with slow_fraction only; absent:
+// unchanged.
+Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::string& key,
+                        Variability* out);
+
 struct DeviceSpec {
   std::string name;
   double peak_bf16_flops = 0;  // dense tensor-core bf16/fp16 FLOP/s
@@ -79,6 +116,9 @@ struct DeviceSpec {
   // NeMo, PyTorch's SDPA); off for A100, whose published runs mostly predate fused attention
   // in Megatron-LM and DeepSpeed, and for the cpu executor, whose attention is unfused.
   bool fused_attention_by_default = false;
+  // cluster.variability when a job leaves it out: the GPUs' slow_fraction (models/README.md,
+  // "Per-rank variability"; share fitted on the A100 rows with e_gemm), none for the cpu.
+  Variability variability;
 
   double PeakFlops(Precision p) const {
     return p == Precision::kFp32  ? peak_fp32_flops
@@ -90,26 +130,14 @@ struct DeviceSpec {
 const std::vector<std::string>& DeviceNames();
 Expected<DeviceSpec> FindDevice(std::string_view name);
 
-// Per-rank speed variability at scale (`variability: {distribution: normal, cv: 0.02}`): each
-// rank's compute time is the nominal time times an independent factor of mean 1 and
-// coefficient of variation cv, drawn per step; a step waits for the slowest rank of the
-// ranks that synchronise in it.
-struct Variability {
-  enum class Distribution { kNone, kNormal, kLognormal };
-  Distribution distribution = Distribution::kNone;
-  double cv = 0;
-};
-std::string_view ToString(Variability::Distribution d);
-// `{distribution: none | normal | lognormal, cv}` at `key` (cluster.variability,
-// execution.stragglers.variability): cv in [0, 0.25] for normal (a negative time stays 4 sigma
-// out of reach), [0, 1] for lognormal; absent: unchanged.
-Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::string& key,
-                        Variability* out);
-
 // E[max of n factors] (order statistics): for the normal, 1 + cv E[max of n standard
 // normals]; for the lognormal of mean 1, E[exp(mu + sigma Z_max)] with sigma^2 = ln(1 + cv^2),
 // mu = -sigma^2 / 2. Both are the integral of g(z) n phi(z) Phi(z)^(n-1) over z, evaluated
 // numerically (Simpson's rule on [-12, 12], step 1e-3). 1 without variability or for n <= 1.
+// slow_fraction without cv: 1 + (slowdown - 1) (1 - (1 - fraction)^n), the chance that one of
+// the n is slow; with cv, x_lo + the integral of 1 - F(x)^n over [x_lo, x_hi] for the mixture's
+// CDF F(x) = (1 - fraction) Phi((x - 1) / cv) + fraction Phi((x - s) / (s cv)) (Simpson,
+// 24,000 steps over 12 cv beyond both modes). n <= 1 counts as one rank (its mean).
 double ExpectedMaxFactor(const Variability& v, long long n);
 
 // The network above the nodes (`fabric: {block_nodes, oversubscription}`): blocks of

@@ -85,11 +85,24 @@ double StragglerFactor(const Stragglers& s, int rank, std::int64_t step) {
   const double z = NormalFromKey(
       Mix(s.seed ^ Mix(static_cast<std::uint64_t>(rank) ^ Mix(static_cast<std::uint64_t>(step)))));
   double r = 1.0;
-  if (v.distribution == Variability::Distribution::kNormal) {
-    r = 1.0 + v.cv * z;
-  } else {
-    const double sigma = std::sqrt(std::log1p(v.cv * v.cv));
-    r = std::exp(-sigma * sigma / 2 + sigma * z);
+  switch (v.distribution) {
+    case Variability::Distribution::kNormal:
+      r = 1.0 + v.cv * z;
+      break;
+    case Variability::Distribution::kLognormal: {
+      const double sigma = std::sqrt(std::log1p(v.cv * v.cv));
+      r = std::exp(-sigma * sigma / 2 + sigma * z);
+      break;
+    }
+    case Variability::Distribution::kSlowFraction: {
+      // The rank's mode depends on (seed, rank) only: a slow GPU is slow in every step.
+      const std::uint64_t key = Mix(s.seed ^ 0x736c6f77ULL ^ Mix(static_cast<std::uint64_t>(rank)));
+      const double u = (static_cast<double>(Mix(key) >> 11) + 0.5) * 0x1.0p-53;
+      r = (u < v.fraction ? v.slowdown : 1.0) * (1.0 + v.cv * z);
+      break;
+    }
+    case Variability::Distribution::kNone:
+      break;
   }
   return x * std::max(r, 0.05);
 }

@@ -11,10 +11,10 @@
 //   execution: {stragglers: [{rank: 3, slowdown: 1.5}]}     # the list alone: fixed only
 //
 // One concept with `cluster.variability` (models/cluster.h): the random part is the same
-// Variability (a distribution of mean 1 and coefficient of variation cv, parsed by the same
-// function). cluster.variability is the cost model's expectation over many ranks (E[max]);
-// execution.stragglers draws the factors themselves, per (seed, world rank, step), so that
-// both sides play the same draws.
+// Variability (a distribution of mean 1 and coefficient of variation cv, or slow_fraction's
+// share of slow ranks, parsed by the same function). cluster.variability is the cost model's
+// expectation over many ranks (E[max]); execution.stragglers draws the factors themselves, per
+// (seed, world rank, step), so that both sides play the same draws.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -34,16 +34,11 @@ struct Stragglers {
     double slowdown = 1.0;  // >= 1
   };
   std::vector<Fixed> fixed;
-  Variability variability;  // per rank and step; kNone: no random part
+  Variability variability;  // per rank and step (slow_fraction's slow ranks: per rank); kNone: none
   std::uint64_t seed = 1;
 
-  bool any() const {
-    return !fixed.empty() ||
-           (variability.distribution != Variability::Distribution::kNone && variability.cv > 0);
-  }
-  bool random() const {
-    return variability.distribution != Variability::Distribution::kNone && variability.cv > 0;
-  }
+  bool any() const { return !fixed.empty() || variability.active(); }
+  bool random() const { return variability.active(); }
 };
 
 // `execution.stragglers` of a job of `world_size` ranks; bad input names the key.
@@ -54,6 +49,8 @@ Status ParseStragglers(const YAML::Node& node, const YamlFields& f, int world_si
 // its fixed slowdown (1 if none) times, with variability, a draw of mean 1 and coefficient of
 // variation cv (normal: 1 + cv z; lognormal: exp(mu + sigma z), sigma^2 = ln(1 + cv^2),
 // mu = -sigma^2 / 2) from a standard normal z that is a pure function of (seed, rank, step).
+// slow_fraction: the rank's mode (slowdown with chance fraction, else 1) is a pure function of
+// (seed, rank) alone, as a slow GPU stays slow, times 1 + cv z per step.
 // Never below 0.05 (a normal draw 4 sigma low is clamped there).
 double StragglerFactor(const Stragglers& s, int rank, std::int64_t step);
 

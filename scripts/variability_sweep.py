@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """What a default per-rank variability would do to the accuracy suite (models/README.md,
 "Per-rank variability"): for each cv, every job of examples/published/ gets
-`cluster.variability: {distribution: D, cv: CV}`, each device's gemm_efficiency is refitted on
+`cluster.variability: {distribution: D, cv: CV}` (`{distribution: none}` at 0, in place of the
+GPU presets' default), each device's gemm_efficiency is refitted on
 its bf16 fit rows (grid 0.01, least squares of the relative error, as
 scripts/fit_gemm_efficiency.py does) and H100's fp8_gemm_factor on its FP8 fit rows; then it
 prints, per device, the test rows' mean and max absolute error (all, and without MosaicML's),
 the fit rows' RMS, and the slope of the signed error (without MosaicML's) per doubling of GPUs.
 
   scripts/variability_sweep.py build/default/apps/pipetwin normal 0,0.01,0.02,0.03
+  scripts/variability_sweep.py build/default/apps/pipetwin slow_fraction 0:1,0.0005:1.1,0.001:1.1
 
-Two processes; a minute or so per cv.
+slow_fraction takes FRACTION:SLOWDOWN pairs (a share of the ranks that many times slower; 0:1 is
+none) in place of the cv. Two processes; a minute or so per value.
 """
 import glob
 import math
@@ -41,8 +44,15 @@ def error(args):
     with open(path) as f:
         job = yaml.safe_load(f)
     cluster = job.setdefault("cluster", {})
-    if cv > 0:
-        cluster["variability"] = {"distribution": dist, "cv": cv}
+    # Every job gets the value swept, none included (the GPU presets' default would apply).
+    if dist == "slow_fraction":
+        fraction, slowdown = cv
+        cluster["variability"] = ({"distribution": dist, "fraction": fraction,
+                                   "slowdown": slowdown} if fraction > 0
+                                  else {"distribution": "none"})
+    else:
+        cluster["variability"] = ({"distribution": dist, "cv": cv} if cv > 0
+                                  else {"distribution": "none"})
     compute = cluster.setdefault("compute", {})
     if e is not None:
         compute["gemm_efficiency"] = e
@@ -83,7 +93,10 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     dist = argv[2] if len(argv) > 2 else "normal"
-    cvs = [float(x) for x in argv[3].split(",")] if len(argv) > 3 else [0.0, 0.01, 0.02]
+    if dist == "slow_fraction":
+        cvs = [tuple(float(y) for y in x.split(":")) for x in argv[3].split(",")]
+    else:
+        cvs = [float(x) for x in argv[3].split(",")] if len(argv) > 3 else [0.0, 0.01, 0.02]
     with Pool(2, initializer=init, initargs=(argv[1],)) as pool:
         for cv in cvs:
             e = {}
@@ -99,8 +112,9 @@ def main(argv):
             errs = pool.map(error, [(r["path"], dist, cv,
                                      e["a100"] if r["device"].startswith("a100") else e["h100"],
                                      f8) for r in RUNS])
-            print("%s cv %.3f: gemm_efficiency A100 %.2f, H100 %.2f; fp8_gemm_factor %.2f"
-                  % (dist, cv, e["a100"], e["h100"], f8))
+            what = ("fraction %g at %gx" % cv) if dist == "slow_fraction" else "cv %.3f" % cv
+            print("%s %s: gemm_efficiency A100 %.2f, H100 %.2f; fp8_gemm_factor %.2f"
+                  % (dist, what, e["a100"], e["h100"], f8))
             for dev in ("a100", "h100"):
                 print("  " + summary(errs, dev))
             sys.stdout.flush()

@@ -532,6 +532,41 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->cluster.variability.distribution, models::Variability::Distribution::kLognormal);
   EXPECT_EQ(c2->cluster.variability.cv, 0.03);
   EXPECT_EQ(c2->execution.threads, 3);
+  // slow_fraction's keys round-trip.
+  c.cluster.variability = {models::Variability::Distribution::kSlowFraction, 0.01, 0.005, 1.1};
+  const std::string texts = WriteJobConfig(c, "round trip");
+  auto cs = ParseJobConfig(texts, path);
+  ASSERT_TRUE(cs.ok()) << cs.error().message << "\n" << texts;
+  EXPECT_EQ(cs->cluster.variability.distribution, models::Variability::Distribution::kSlowFraction);
+  EXPECT_EQ(cs->cluster.variability.fraction, 0.005);
+  EXPECT_EQ(cs->cluster.variability.slowdown, 1.1);
+  EXPECT_EQ(cs->cluster.variability.cv, 0.01);
+  EXPECT_EQ(WriteJobConfig(*cs, "round trip"), texts);
+}
+
+// cluster.variability's errors name the key and what is allowed.
+TEST(Job, VariabilityErrorsNameTheKey) {
+  const std::string head =
+      "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 2}\nmodel: {preset: tiny}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{distribution: slow_fraction, slowdown: 1.2}",
+       "cluster.variability.fraction: required with distribution: slow_fraction"},
+      {"{distribution: slow_fraction, fraction: 0.01}",
+       "cluster.variability.slowdown: required with distribution: slow_fraction"},
+      {"{distribution: slow_fraction, fraction: 1.5, slowdown: 1.2}",
+       "cluster.variability.fraction"},
+      {"{distribution: slow_fraction, fraction: 0.1, slowdown: 0.5}",
+       "cluster.variability.slowdown"},
+      {"{distribution: normal, cv: 0.02, fraction: 0.1}",
+       "cluster.variability.fraction: is a key of distribution: slow_fraction only"},
+      {"{distribution: weibull}", "slow_fraction"},
+  };
+  for (const auto& [v, want] : cases) {
+    auto c = ParseJobConfig(head + "cluster: {variability: " + v + "}\n", "job.yaml");
+    ASSERT_FALSE(c.ok()) << v;
+    EXPECT_NE(c.error().message.find(want), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("job.yaml"), std::string::npos) << c.error().message;
+  }
 }
 
 }  // namespace

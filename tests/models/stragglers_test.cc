@@ -39,6 +39,31 @@ TEST(Stragglers, RandomFactorsHaveMeanOneAndTheirCv) {
   }
 }
 
+// slow_fraction: about `fraction` of the ranks are slow, the same ones in every step, and the
+// per-step spread has the stated cv around each rank's mode.
+TEST(Stragglers, SlowFractionPicksPersistentSlowRanks) {
+  Stragglers s;
+  s.variability = {Variability::Distribution::kSlowFraction, 0, 0.1, 1.5};
+  s.seed = 5;
+  ASSERT_TRUE(s.random());
+  int slow = 0;
+  const int ranks = 20000;
+  for (int r = 0; r < ranks; ++r) {
+    const double x = StragglerFactor(s, r, 0);
+    ASSERT_TRUE(x == 1.0 || x == 1.5) << x;
+    slow += x == 1.5;
+    EXPECT_EQ(StragglerFactor(s, r, 7), x) << "rank " << r;
+  }
+  // Binomial(20000, 0.1): standard deviation 42.
+  EXPECT_NEAR(slow, 0.1 * ranks, 170);
+  s.variability.cv = 0.05;
+  const Moments m = Draws(s, 400, 100);
+  // Mean 1 + 0.1 * 0.5; cv of the mixture: sqrt(E[X^2] - E[X]^2) / E[X].
+  const double mean = 1.05, ex2 = (0.9 * 1 + 0.1 * 2.25) * (1 + 0.05 * 0.05);
+  EXPECT_NEAR(m.mean, mean, 0.02);
+  EXPECT_NEAR(m.cv, std::sqrt(ex2 - mean * mean) / mean, 0.02);
+}
+
 TEST(Stragglers, SeedRankAndStepEachChangeTheDraw) {
   Stragglers s;
   s.variability = {Variability::Distribution::kLognormal, 0.2};

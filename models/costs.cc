@@ -932,6 +932,31 @@ void StageDeepSpeedGradAccumulation(const Shared& j, StageCost& sc) {
   sc.backward_weight_ms += sc.grad_accum_ms;
 }
 
+// Stage phase, the per-microbatch gradient reduce-scatter of ZeRO 2/3 in fp32 over 16-bit
+// gradients (parallel.zero >= 2, training.grad_reduce_dtype: fp32): every microbatch's
+// unsharded gradients are produced in 16 bits by the backward's GEMMs and must be cast to fp32
+// before they are reduce-scattered (read 2 bytes, write 4 per parameter). PyTorch's FSDP
+// (zero: 3 with zero3_unit: layer) also divides them in place by its pre-divide factor before
+// the collective (read 4, write 4: torch.distributed.fsdp _runtime_utils, _post_backward_hook's
+// `flat_param.grad.to(handle._reduce_dtype)` and _reduce_grad's `_div_if_needed(
+// padded_unsharded_grad, state._gradient_predivide_factor)`, a factor above 1 from 2 ranks on).
+// Memory-bound, at the end of every W (or B). Megatron-LM's ZeRO 0/1 accumulates the weight
+// gradients in fp32 inside the GEMM and reduces once a step, so pays neither.
+constexpr double kFp32GradCastBytesPerParam = 6;
+constexpr double kFsdpPredivideBytesPerParam = 8;
+
+void StageZeroGradCast(const Shared& j, StageCost& sc) {
+  const TrainingConfig& t = j.c.t;
+  if (j.par.zero < 2 || t.grad_reduce_dtype != GradReduceDtype::kFp32 ||
+      t.precision == Precision::kFp32 || j.par.dp * j.par.cp < 2) {
+    return;
+  }
+  const bool fsdp = j.par.zero == 3 && t.zero3_unit == Zero3Unit::kLayer;
+  const double bytes = kFp32GradCastBytesPerParam + (fsdp ? kFsdpPredivideBytesPerParam : 0);
+  sc.grad_cast_ms = MemoryBoundMs(j.c.d, bytes * static_cast<double>(sc.params));
+  sc.backward_weight_ms += sc.grad_cast_ms;
+}
+
 // Phase 5: every stage, in model order, through the stage phases above.
 std::vector<StageCost> BuildStages(const Shared& j, const std::vector<int>& split) {
   std::vector<StageCost> stages;
@@ -950,6 +975,7 @@ std::vector<StageCost> BuildStages(const Shared& j, const std::vector<int>& spli
     StageStateAndBuffers(j, sc);
     StageDataParallel(j, sc);
     StageDeepSpeedGradAccumulation(j, sc);
+    StageZeroGradCast(j, sc);
     stages.push_back(sc);
   }
   return stages;

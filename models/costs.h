@@ -70,6 +70,9 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // training.pipeline_engine: deepspeed with bf16 and ZeRO 0: its BF16 optimizer's fp32
   // accumulation of each microbatch's gradients, memory-bound; included in backward_weight_ms.
   double grad_accum_ms = 0;
+  // ZeRO 2/3 reducing in fp32: each microbatch's 16-bit gradients cast to fp32 (and, under
+  // FSDP, pre-divided) before the reduce-scatter, memory-bound; included in backward_weight_ms.
+  double grad_cast_ms = 0;
 
   // FLOPs of one microbatch of this stage, summed over its TP x CP group.
   double model_flops_per_microbatch = 0;             // Narayanan et al.: F + B, no recompute

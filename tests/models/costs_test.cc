@@ -630,7 +630,11 @@ TEST(CostsTest, Zero2ReduceScattersEveryMicrobatch) {
   const double rs = 1e3 * 7 / 8 * bytes / z2->cluster.intra.bandwidth_bytes_per_s;
   EXPECT_NEAR(a.dp_reduce_ms, rs, 1e-9);  // ZeRO-1: once, at the end of the step
   EXPECT_EQ(b.dp_reduce_ms, 0);
-  EXPECT_NEAR(b.backward_weight_ms - a.backward_weight_ms, rs, 1e-9);
+  // W also casts the bf16 gradients to fp32 first (ZeroGradCastsFollowFsdpsPostBackward), times
+  // the expected slowest rank; ZeRO-1 reduces once a step and casts nothing.
+  EXPECT_EQ(a.grad_cast_ms, 0);
+  const double cast = b.grad_cast_ms * z2->straggler_factor;
+  EXPECT_NEAR(b.backward_weight_ms - a.backward_weight_ms, cast + rs, 1e-9);
   EXPECT_NEAR(b.dp_reduce_bytes, 8 * a.dp_reduce_bytes, 8);
   EXPECT_EQ(b.forward_ms, a.forward_ms);
   EXPECT_EQ(b.backward_input_ms, a.backward_input_ms);
@@ -638,7 +642,7 @@ TEST(CostsTest, Zero2ReduceScattersEveryMicrobatch) {
   const double n = std::ceil(bytes / 100e6);
   EXPECT_GT(n, 1);
   EXPECT_LT(rs, a.backward_weight_ms);
-  EXPECT_NEAR(o.backward_weight_ms - a.backward_weight_ms, rs / n, 1e-9);
+  EXPECT_NEAR(o.backward_weight_ms - a.backward_weight_ms, cast + rs / n, 1e-9);
   EXPECT_EQ(o.dp_reduce_ms, 0);
 }
 
@@ -1182,7 +1186,9 @@ TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
   // bytes), under W's compute but for the last; nothing is left for the end of the step.
   const double all_rs =
       1e3 * 7.0 / 8 * 4 * static_cast<double>(b.params) / z3->cluster.intra.bandwidth_bytes_per_s;
-  EXPECT_NEAR(b.backward_weight_ms, std::max(a.backward_weight_ms, all_rs) + all_rs / layers, 1e-9);
+  // W's compute includes FSDP's gradient casts (ZeroGradCastsFollowFsdpsPostBackward).
+  const double w = a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor;
+  EXPECT_NEAR(b.backward_weight_ms, std::max(w, all_rs) + all_rs / layers, 1e-9);
   EXPECT_EQ(b.dp_reduce_ms, 0);
   EXPECT_NEAR(b.dp_reduce_bytes, z3->microbatches * 7.0 / 8 * 4 * static_cast<double>(b.params),
               1.0);
@@ -1279,10 +1285,10 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   EXPECT_NEAR(r.forward_ms, std::max(a.forward_ms, all) + all / layers, 1e-9);
   EXPECT_NEAR(r.zero3.forward_exposed_ms, r.forward_ms - a.forward_ms, 1e-9);
   EXPECT_NEAR(r.zero3.forward_hidden_ms, std::max(0.0, all - r.zero3.forward_exposed_ms), 1e-9);
-  EXPECT_NEAR(r.backward_weight_ms, std::max(a.backward_weight_ms, 2 * all) + 2 * all / layers,
-              1e-9);
-  EXPECT_NEAR(r.zero3.backward_weight_exposed_ms, r.backward_weight_ms - a.backward_weight_ms,
-              1e-9);
+  // W's compute includes the gradient casts (ZeroGradCastsFollowFsdpsPostBackward).
+  const double w = a.backward_weight_ms + r.grad_cast_ms * rank->straggler_factor;
+  EXPECT_NEAR(r.backward_weight_ms, std::max(w, 2 * all) + 2 * all / layers, 1e-9);
+  EXPECT_NEAR(r.zero3.backward_weight_exposed_ms, r.backward_weight_ms - w, 1e-9);
   EXPECT_GT(r.forward_ms, n.forward_ms);
 }
 
@@ -1304,7 +1310,13 @@ TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
   const double g = b.zero3.gather_ms, rs = b.zero3.reduce_ms, units = b.zero3.units;
   EXPECT_NEAR(b.forward_ms, std::max(a.forward_ms, units * g) + g, 1e-9);
   EXPECT_NEAR(b.backward_input_ms, std::max(a.backward_input_ms, units * g) + g, 1e-9);
-  EXPECT_NEAR(b.backward_weight_ms, std::max(a.backward_weight_ms, units * rs) + rs, 1e-9);
+  // ZeRO-3 in fp32 also casts its gradients inside W (ZeroGradCastsFollowFsdpsPostBackward),
+  // compute that the straggler factor scales too.
+  ASSERT_GT(b.grad_cast_ms, 0);
+  EXPECT_NEAR(
+      b.backward_weight_ms,
+      std::max(a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor, units * rs) + rs,
+      1e-9);
 }
 
 TEST(CostsTest, DeepSpeedBf16OptimizerAccumulatesEachMicrobatchInFp32) {
@@ -1341,6 +1353,50 @@ TEST(CostsTest, DeepSpeedBf16OptimizerAccumulatesEachMicrobatchInFp32) {
     EXPECT_EQ(ds_zero1->stages[s].grad_accum_ms, 0);
     EXPECT_EQ(ds_fp16->stages[s].grad_accum_ms, 0);
   }
+}
+
+// ZeRO 2/3 reducing in fp32 cast each microbatch's bf16 gradients to fp32 first (2 + 4 bytes per
+// parameter), and PyTorch's FSDP also pre-divides them in place (4 + 4): hand-counted from
+// torch.distributed.fsdp. Megatron's ZeRO 0/1, bf16 reductions and fp32 training pay nothing.
+TEST(CostsTest, ZeroGradCastsFollowFsdpsPostBackward) {
+  auto job = [](const std::string& parallel, const std::string& training) {
+    return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + parallel +
+           "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 2" + training +
+           "}\ncluster: {device: a100-sxm-80gb, nodes: 1}\n";
+  };
+  const double hbm = 2039e9 * 0.85;
+  struct Case {
+    std::string parallel, training;
+    double bytes;
+  };
+  const std::vector<Case> cases = {
+      {", zero: 3", ", zero3_unit: layer", 14},  // FSDP: cast and pre-divide
+      {", zero: 3", ", zero3_unit: module", 6},  // DeepSpeed's stage 3: the cast
+      {", zero: 2", "", 6},                      // stage 2 / SHARD_GRAD_OP: the cast
+      {", zero: 3", ", zero3_unit: layer, grad_reduce_dtype: bf16", 0},
+      {", zero: 1", "", 0},
+      {"", "", 0},
+      {", zero: 3", ", zero3_unit: layer, precision: fp32", 0},
+  };
+  for (const Case& c : cases) {
+    Expected<JobCosts> jc = CostsOnly(job(c.parallel, c.training), 1);
+    ASSERT_TRUE(jc.ok()) << c.parallel << c.training << ": " << jc.error().message;
+    const StageCost& sc = jc->stages[0];
+    EXPECT_NEAR(sc.grad_cast_ms, 1e3 * c.bytes * static_cast<double>(sc.params) / hbm, 1e-9)
+        << c.parallel << c.training;
+    if (c.bytes > 0) {
+      EXPECT_GT(sc.grad_cast_ms, 1.0);  // 1.3B params: several ms, not a rounding
+    }
+  }
+  // Inside W: the FSDP job's weight gradient exceeds the bf16-reducing one's by exactly the cast
+  // (times the expected slowest rank), its forward not at all.
+  Expected<JobCosts> fp32 = CostsOnly(job(", zero: 3", ", zero3_unit: layer"), 1);
+  Expected<JobCosts> bf16 =
+      CostsOnly(job(", zero: 3", ", zero3_unit: layer, grad_reduce_dtype: bf16"), 1);
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_EQ(fp32->stages[0].forward_ms, bf16->stages[0].forward_ms);
+  EXPECT_GT(fp32->stages[0].backward_weight_ms,
+            bf16->stages[0].backward_weight_ms + 0.99 * fp32->stages[0].grad_cast_ms);
 }
 
 TEST(CostsTest, CrossEntropyBytesFollowMegatronsUnfusedAndFusedCode) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace pipetwin::models {
 namespace {
@@ -353,9 +355,10 @@ double SlowFractionExpectedMax(const Variability& v, double n) {
 
 }  // namespace
 
-double ExpectedMaxFactor(const Variability& v, long long n) {
+namespace {
+
+double ComputeExpectedMaxFactor(const Variability& v, long long n) {
   using D = Variability::Distribution;
-  if (!v.active()) return 1;
   if (v.distribution == D::kSlowFraction) {
     return SlowFractionExpectedMax(v, static_cast<double>(std::max(n, 1LL)));
   }
@@ -373,6 +376,28 @@ double ExpectedMaxFactor(const Variability& v, long long n) {
     return g(z) * inv_sqrt_2pi * std::exp(log_density);
   };
   return Simpson(integrand, -12, 12, 24000);  // step 1e-3
+}
+
+}  // namespace
+
+double ExpectedMaxFactor(const Variability& v, long long n) {
+  if (!v.active()) return 1;
+  // The integrals take about a millisecond; `plan` asks for the same few (v, n) for thousands of
+  // layouts, so each thread keeps the answers it has computed.
+  struct Key {
+    Variability v;
+    long long n;
+    bool operator==(const Key&) const = default;
+  };
+  thread_local std::vector<std::pair<Key, double>> cache;
+  const Key key{v, n};
+  for (const auto& [k, x] : cache) {
+    if (k == key) return x;
+  }
+  const double x = ComputeExpectedMaxFactor(v, n);
+  if (cache.size() >= 64) cache.erase(cache.begin());
+  cache.emplace_back(key, x);
+  return x;
 }
 
 Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFields& f,

@@ -139,6 +139,46 @@ TEST(ClosedForm, GpipeWithOneFixedStraggler) {
               (pp - 1 + m) * (f + b), kEps);
 }
 
+// execution.stragglers' slow_fraction draws which ranks are slow once per (seed, rank), the same
+// in every step. GPipe's step with stage factors k_s is a flow shop of identical jobs: (sum of
+// k_s + (m - 1) max k_s)(F + B); one slow rank gives the fixed-straggler form above, all slow
+// (fraction 1) k times the step.
+TEST(ClosedForm, GpipeWithSlowFractionStragglers) {
+  const int pp = 4, m = 8;
+  const double f = 1.0, b = 2.0, k = 2.0;
+  int mixed = 0;
+  for (const char* fraction : {"1", "0.5"}) {
+    for (int seed = 1; seed <= 8; ++seed) {
+      const std::string yaml =
+          "schedule: gpipe\nmicrobatches: 8\nparallel: {pp: 4}\n"
+          "costs: {forward_ms: 1, backward_input_ms: 1.5, backward_weight_ms: 0.5}\n"
+          "execution: {stragglers: {variability: {distribution: slow_fraction, fraction: " +
+          std::string(fraction) + ", slowdown: 2}, seed: " + std::to_string(seed) + "}}\n";
+      auto job = ParseJob(yaml, "test.yaml");
+      ASSERT_TRUE(job.ok()) << job.error().message;
+      double sum = 0, worst = 0;
+      int slow = 0;
+      for (int r = 0; r < pp; ++r) {
+        const double x = models::StragglerFactor(job->config.stragglers, r, 0);
+        ASSERT_TRUE(x == 1.0 || x == k) << x;
+        EXPECT_EQ(x, models::StragglerFactor(job->config.stragglers, r, 5));
+        sum += x;
+        worst = std::max(worst, x);
+        slow += x == k;
+      }
+      auto r = Simulate(*job);
+      ASSERT_TRUE(r.ok());
+      EXPECT_NEAR(r->report.iteration_time_ms, (sum + (m - 1) * worst) * (f + b), kEps)
+          << "fraction " << fraction << " seed " << seed;
+      if (std::string(fraction) == "1") {
+        EXPECT_EQ(slow, pp);
+      }
+      mixed += slow > 0 && slow < pp;
+    }
+  }
+  EXPECT_GT(mixed, 0);  // some seeds draw a mix of slow and healthy ranks
+}
+
 // With dp > 1 a pipeline rank plays the slowest of its data-parallel replicas: world rank 3
 // of pp 2 x dp 2 (Megatron order: DP inside PP) is pipeline rank 1 of replica 1.
 TEST(ClosedForm, StragglerOfAReplicaSlowsItsPipelineRank) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "models/stragglers.h"
 #include "schedule/generators.h"
 #include "schedule/lower.h"
 #include "schedule/report.h"

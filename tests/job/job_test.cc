@@ -445,10 +445,11 @@ namespace {
 // Every example job, written back from its typed config, reads back to the same config: the
 // file is a fixpoint of write ∘ read, and its prediction is byte-identical.
 TEST(JobWriter, ExamplesRoundTrip) {
-  const char* files[] = {"examples/schedules/1f1b.yaml",     "examples/schedules/zb-h2.yaml",
-                         "examples/models/gpt3-175b.yaml",   "examples/models/llama3-70b.yaml",
-                         "examples/models/megatron-1t.yaml", "examples/validate/pp2.yaml",
-                         "examples/validate/tp2.yaml"};
+  const char* files[] = {
+      "examples/schedules/1f1b.yaml",     "examples/schedules/zb-h2.yaml",
+      "examples/models/gpt3-175b.yaml",   "examples/models/llama3-70b.yaml",
+      "examples/models/megatron-1t.yaml", "examples/validate/pp2.yaml",
+      "examples/validate/tp2.yaml",       "examples/models/gpt3-175b-slow-gpus.yaml"};
   for (const char* rel : files) {
     const std::string path = std::string(PIPETWIN_SOURCE_DIR) + "/" + rel;
     auto c1 = ReadJobConfig(path);

@@ -115,6 +115,17 @@ TEST(ClosedForm, ZbvBeatsZbH1AndDualPipeVIsNoWorse) {
   }
 }
 
+// GPipe over 4 stages, 8 microbatches, F 1, I 1.5, W 0.5 ms, with `stragglers` as the value of
+// execution.stragglers.
+Expected<ResolvedJob> GpipeWithStragglers(const std::string& stragglers) {
+  return ParseJob(
+      "schedule: gpipe\nmicrobatches: 8\nparallel: {pp: 4}\n"
+      "costs: {forward_ms: 1, backward_input_ms: 1.5, backward_weight_ms: 0.5}\n"
+      "execution: {stragglers: " +
+          stragglers + "}\n",
+      "test.yaml");
+}
+
 // execution.stragglers: GPipe with one stage k times slower (k >= 1) is a flow shop whose
 // slow stage paces both passes: T = (pp - 1 + m k)(F + B), with F, B the nominal times.
 TEST(ClosedForm, GpipeWithOneFixedStraggler) {
@@ -122,12 +133,8 @@ TEST(ClosedForm, GpipeWithOneFixedStraggler) {
   const double f = 1.0, b = 2.0;  // B = I + W = 1.5 + 0.5
   for (int rank : {0, 2, 3}) {
     for (double k : {1.5, 3.0}) {
-      const std::string yaml =
-          "schedule: gpipe\nmicrobatches: 8\nparallel: {pp: 4}\n"
-          "costs: {forward_ms: 1, backward_input_ms: 1.5, backward_weight_ms: 0.5}\n"
-          "execution: {stragglers: [{rank: " +
-          std::to_string(rank) + ", slowdown: " + std::to_string(k) + "}]}\n";
-      auto job = ParseJob(yaml, "test.yaml");
+      auto job = GpipeWithStragglers("[{rank: " + std::to_string(rank) +
+                                     ", slowdown: " + std::to_string(k) + "}]");
       ASSERT_TRUE(job.ok()) << job.error().message;
       auto r = Simulate(*job);
       ASSERT_TRUE(r.ok());
@@ -150,12 +157,9 @@ TEST(ClosedForm, GpipeWithSlowFractionStragglers) {
   int mixed = 0;
   for (const char* fraction : {"1", "0.5"}) {
     for (int seed = 1; seed <= 8; ++seed) {
-      const std::string yaml =
-          "schedule: gpipe\nmicrobatches: 8\nparallel: {pp: 4}\n"
-          "costs: {forward_ms: 1, backward_input_ms: 1.5, backward_weight_ms: 0.5}\n"
-          "execution: {stragglers: {variability: {distribution: slow_fraction, fraction: " +
-          std::string(fraction) + ", slowdown: 2}, seed: " + std::to_string(seed) + "}}\n";
-      auto job = ParseJob(yaml, "test.yaml");
+      auto job = GpipeWithStragglers(
+          "{variability: {distribution: slow_fraction, fraction: " + std::string(fraction) +
+          ", slowdown: 2}, seed: " + std::to_string(seed) + "}");
       ASSERT_TRUE(job.ok()) << job.error().message;
       double sum = 0, worst = 0;
       int slow = 0;

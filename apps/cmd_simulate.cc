@@ -65,7 +65,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res) {
   // cluster.variability: say what the order statistic did to the compute.
   if (job.model_costs && job.model_costs->straggler_factor != 1) {
     const models::Variability& v = job.model_costs->cluster.variability;
-    std::string what = std::string(models::ToString(v.distribution));
+    const std::string what(models::ToString(v.distribution));
     char buf[128];
     if (v.distribution == models::Variability::Distribution::kSlowFraction) {
       std::snprintf(buf, sizeof buf, " (%.3g%% of the ranks %.3gx slower, cv %.3g)",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -285,22 +286,29 @@ Status ParseVariability(const YAML::Node& node, const YamlFields& f, const std::
     if (!cv) return cv.error();
     v.cv = *cv;
   }
-  for (const char* k : {"fraction", "slowdown"}) {
-    const YAML::Node x = node[k];
+  struct Param {
+    const char* name;
+    double lo, hi;
+    const char* what;
+    double* value;
+  };
+  for (const Param& p : {Param{"fraction", 0, 1, "the share of slow ranks", &v.fraction},
+                         Param{"slowdown", 1, 100, "their time factor", &v.slowdown}}) {
+    const std::string at = key + "." + p.name;
+    const YAML::Node x = node[p.name];
     if (v.distribution != D::kSlowFraction) {
-      if (x) return f.At(x, key + "." + k, "is a key of distribution: slow_fraction only");
+      if (x) return f.At(x, at, "is a key of distribution: slow_fraction only");
       continue;
     }
     if (!x) {
-      return f.At(node, key + "." + k,
-                  std::string("required with distribution: slow_fraction (") +
-                      (k[0] == 'f' ? "the share of slow ranks, in [0, 1])"
-                                   : "their time factor, in [1, 100])"));
+      char range[64];
+      std::snprintf(range, sizeof range, ", in [%g, %g])", p.lo, p.hi);
+      return f.At(node, at,
+                  std::string("required with distribution: slow_fraction (") + p.what + range);
     }
-    Expected<double> y =
-        k[0] == 'f' ? f.Number(x, key + ".fraction", 0, 1) : f.Number(x, key + ".slowdown", 1, 100);
+    Expected<double> y = f.Number(x, at, p.lo, p.hi);
     if (!y) return y.error();
-    (k[0] == 'f' ? v.fraction : v.slowdown) = *y;
+    *p.value = *y;
   }
   *out = v;
   return OkStatus();
@@ -352,10 +360,6 @@ double SlowFractionExpectedMax(const Variability& v, double n) {
   };
   return lo + Simpson(tail, lo, hi, 24000);
 }
-
-}  // namespace
-
-namespace {
 
 double ComputeExpectedMaxFactor(const Variability& v, long long n) {
   using D = Variability::Distribution;

@@ -16,7 +16,15 @@ trap 'rm -rf "$dir"' EXIT
 variant="$dir/$(basename "$job" .yaml)-recompute-$mode.yaml"
 grep -q '^training: {' "$job" || { echo "FAIL: $job has no one-line training: {...}"; exit 1; }
 sed "s/^training: {/training: {recompute: $mode, /" "$job" >"$variant"
-out=$("$mpiexec" --oversubscribe -np "$np" "$bin" run "$variant" --backend cpu --check-reference 2>&1)
+# A failed run prints what it said (set -e would otherwise end the script without a word).
+rc=0
+out=$("$mpiexec" --oversubscribe -np "$np" "$bin" run "$variant" --backend cpu --check-reference 2>&1) ||
+  rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "$out" | tail -40
+  echo "FAIL: the run exited $rc"
+  exit 1
+fi
 echo "$out" | grep "reference check"
 echo "$out" | grep -q "reference check: worst relative error .* ok" || { echo "FAIL: reference"; exit 1; }
 # Issue 14 asks 1e-6 relative (run's own tolerance is looser).
@@ -28,8 +36,12 @@ grep -q '^PASS' "$dir/memory.txt" || { echo "FAIL: memory"; exit 1; }
 if [ "$mode" = full ]; then
   "$bin" simulate "$job" --report "$dir/p-none.json" >/dev/null
   "$bin" simulate "$variant" --report "$dir/p-full.json" >/dev/null
-  "$mpiexec" --oversubscribe -np "$np" "$bin" run "$job" --backend cpu --report "$dir/m-none.json" >/dev/null
-  "$mpiexec" --oversubscribe -np "$np" "$bin" run "$variant" --backend cpu --report "$dir/m-full.json" >/dev/null
+  measure() {  # measure NAME JOB: a run's report to $dir/NAME.json; its output if it fails
+    "$mpiexec" --oversubscribe -np "$np" "$bin" run "$2" --backend cpu --report "$dir/$1.json" \
+      >"$dir/$1.log" 2>&1 || { tail -40 "$dir/$1.log"; echo "FAIL: the $1 run exited"; exit 1; }
+  }
+  measure m-none "$job"
+  measure m-full "$variant"
   python3 - "$dir" <<'PY' || { echo "FAIL: saving"; exit 1; }
 import json, sys
 d = sys.argv[1]

@@ -26,6 +26,8 @@ python3 scripts/megatron_comparison.py "$bin" > results/models/megatron-table1.m
 # The two devices' fitted GEMM efficiency (models/cluster.cc takes the printed value by hand).
 python3 scripts/fit_gemm_efficiency.py "$bin" a100-sxm-80gb > results/models/a100-gemm-fit.md
 python3 scripts/fit_gemm_efficiency.py "$bin" h100-sxm-80gb > results/models/h100-gemm-fit.md
+# MosaicML's attention as their sequence sweep measured it (their jobs state the result).
+python3 scripts/attention_sweep.py "$bin" > results/models/mosaicml-attention.md
 python3 scripts/published.py "$bin" > results/published.md
 python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit \
   > results/published-defaults.md

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""The attention speed MosaicML's published runs realised, from their own sequence sweep.
+
+  scripts/attention_sweep.py build/default/apps/pipetwin
+
+MosaicML's llm-foundry benchmark tables (scripts/train/benchmarking/README.md, tables 'H100
+80GB BF16' of commit b2a43a147 and 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)')
+run MPT-1B and MPT-3B on 8 GPUs at sequence lengths 512 to 32,768 with about the same tokens per
+microbatch. Per token, the GEMMs cost the same at every length; the attention grows linearly
+with it. So the slope of (1 / published tokens/s per GPU) against the sequence length measures
+how fast the attention ran in that stack, with nothing else of the model in it. Those runs used
+llm-foundry's Triton flash attention (`attn_impl: triton`, submit_benchmarks.py's default; the
+sweep does not set it).
+
+This script predicts every such row (activation checkpointing off, the suite's own MosaicML
+jobs as templates, seq 2048 left out: those rows are in the suite) with the device's attention
+efficiencies scaled by 1 / f, finds per device the f at which the predicted slope equals the
+published slope (the prediction is linear in f), and prints the rows at f = 1 and at that f, and
+the attention efficiencies that f gives. It also prints FlashAttention-2's efficiencies on H100
+as measured on one (results/models/h100-dropout*.json), which the 2024 table's runs with
+`--attn_impl flash` (flash-attn 2.4.2) ran. examples/published/mosaicml2023/ states them
+(`cluster.compute`); models/README.md, "MosaicML's attention".
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+JOBS = os.path.join(ROOT, "examples", "published", "mosaicml2023")
+
+# (model, sequence, micro-batch, gradient accumulation, published tokens/s per GPU): the rows of
+# the two tables at 8 GPUs without activation checkpointing, sequence 2048 left out.
+SWEEP = {
+    "h100-sxm-80gb": [
+        ("1b", 512, 56, 4, 52275), ("1b", 1024, 18, 4, 48910), ("1b", 4096, 7, 4, 38535),
+        ("1b", 8192, 3, 4, 29157), ("1b", 16384, 2, 4, 19649), ("1b", 32768, 1, 4, 12025),
+        ("3b", 512, 40, 6, 27965), ("3b", 1024, 20, 6, 27046), ("3b", 4096, 5, 6, 20964),
+        ("3b", 8192, 3, 6, 16578), ("3b", 16384, 1, 6, 11152),
+    ],
+    "a100-sxm-80gb": [
+        ("1b", 512, 56, 4, 23148), ("1b", 1024, 18, 4, 22112), ("1b", 4096, 7, 4, 17807),
+        ("1b", 8192, 3, 4, 13814), ("1b", 16384, 2, 4, 9956), ("1b", 32768, 1, 4, 6275),
+        ("3b", 512, 40, 6, 12127), ("3b", 1024, 20, 6, 11580), ("3b", 4096, 5, 6, 9457),
+        ("3b", 8192, 3, 6, 7695), ("3b", 16384, 1, 6, 5529),
+    ],
+}
+# The suite's jobs whose model and training settings the sweep's rows share.
+TEMPLATE = {"1b": "h100-mpt-1b-8gpu.yaml", "3b": "a100-mpt-3b-8gpu.yaml"}
+# The device presets' attention efficiencies (models/cluster.cc), forward and backward.
+BASE = {"h100-sxm-80gb": (0.55, 0.35), "a100-sxm-80gb": (0.6, 0.45)}
+GPUS = 8
+
+
+def job_for(device, row, f):
+    model, seq, mb, accum, _ = row
+    with open(os.path.join(JOBS, TEMPLATE[model])) as fh:
+        job = yaml.safe_load(fh)
+    job = copy.deepcopy(job)
+    job["parallel"]["dp"] = GPUS
+    job["model"]["seq_len"] = seq
+    job["training"]["micro_batch"] = mb
+    job["training"]["global_batch"] = mb * accum * GPUS
+    job["cluster"] = {"device": device, "gpus_per_node": GPUS, "nodes": 1}
+    if f is not None:  # None: the preset as it is
+        fwd, bwd = BASE[device]
+        job["cluster"]["compute"] = {"attention_forward_efficiency": fwd / f,
+                                     "attention_backward_efficiency": bwd / f}
+    return job
+
+
+def predict(pipetwin, device, row, f, tmp):
+    """Predicted tokens/s per GPU of `row` with the attention f times slower (None: the
+    preset's own attention)."""
+    path = os.path.join(tmp, "job.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(job_for(device, row, f), fh)
+    subprocess.run([pipetwin, "simulate", path, "--report", os.path.join(tmp, "r.json")],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(tmp, "r.json")) as fh:
+        rep = json.load(fh)
+    return rep["throughput"]["tokens_per_s"] / GPUS
+
+
+def slopes(rows, tps):
+    """Per model, the least-squares slope of seconds per token against the sequence length."""
+    groups = {}
+    for row, t in zip(rows, tps):
+        groups.setdefault(row[0], []).append((row[1], 1.0 / t))
+    out = {}
+    for model, pts in groups.items():
+        mx = sum(x for x, _ in pts) / len(pts)
+        my = sum(y for _, y in pts) / len(pts)
+        out[model] = (sum((x - mx) * (y - my) for x, y in pts) /
+                      sum((x - mx) ** 2 for x, _ in pts))
+    return out
+
+
+def attention_flops_per_token_and_position(template):
+    """7 l d: the causal forward (2 l d s per token) and its backward with the recomputation
+    (2.5 times that), as FlashAttention's papers count them."""
+    with open(os.path.join(JOBS, template)) as fh:
+        m = yaml.safe_load(fh)["model"]
+    return 7 * m["layers"] * m["hidden"]
+
+
+def flash_attention_2_on_h100():
+    """FlashAttention-2 on H100 as measured (bench/gpu_kernels.py on one H100, PyTorch 2.11):
+    the preset's fractions (the default backend, cuDNN's; results/models/h100-kernels.json)
+    times the default's time over FlashAttention-2's (SDPA's flash backend) at the same shape,
+    in both dropout runs at p = 0 (results/models/h100-dropout.json, h100-dropout-2.json).
+    Prints the table; returns the mean forward and backward fractions and the preset's mean
+    over them (the f that matches the preset's forward)."""
+    models = os.path.join(ROOT, "results", "models")
+    with open(os.path.join(models, "h100-kernels.json")) as fh:
+        preset = {r["seq"]: r for r in json.load(fh)["attention"]}
+    print("## h100-sxm-80gb, FlashAttention-2 (flash-attn 2.4.2 in MosaicML's 2024 table)\n")
+    print("| run | seq | default (cuDNN) forward, backward fraction | FlashAttention-2 time / "
+          "default, forward, backward | FlashAttention-2 forward, backward fraction |")
+    print("|---|--:|--:|--:|--:|")
+    fwd, bwd = [], []
+    for name in ("h100-dropout.json", "h100-dropout-2.json"):
+        with open(os.path.join(models, name)) as fh:
+            rows = {(r["seq"], r["backend"]): r for r in json.load(fh)["attention_dropout"]}
+        for seq in sorted({s for s, _ in rows}):
+            fl, de = rows.get((seq, "flash")), rows.get((seq, "default"))
+            if not fl or not de or seq not in preset or "forward_s_p0" not in fl:
+                continue
+            tf = fl["forward_s_p0"] / de["forward_s_p0"]
+            tb = fl["backward_s_p0"] / de["backward_s_p0"]
+            p = preset[seq]
+            fwd.append(p["forward_fraction"] / tf)
+            bwd.append(p["backward_fraction"] / tb)
+            print("| %s | %d | %.3f, %.3f | %.2f, %.2f | %.3f, %.3f |"
+                  % (name, seq, p["forward_fraction"], p["backward_fraction"], tf, tb,
+                     fwd[-1], bwd[-1]))
+    f_mean, b_mean = sum(fwd) / len(fwd), sum(bwd) / len(bwd)
+    print("\nMean: forward %.3f, backward %.3f of the peak.\n" % (f_mean, b_mean))
+    return f_mean, b_mean, BASE["h100-sxm-80gb"][0] / f_mean
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    pipetwin = argv[1]
+    print("# The attention speed of MosaicML's 2023 runs, from their sequence sweep\n")
+    print("Made by: `scripts/attention_sweep.py build/default/apps/pipetwin` (the method and "
+          "the source are in its docstring). f: how many times slower than the device preset's "
+          "attention efficiencies the published slope of time per token against the sequence "
+          "says the attention ran. Error: predicted / published tokens/s - 1.\n")
+    summary = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for device, rows in SWEEP.items():
+            # BASE must be the preset's: f = 1 predicts what the preset predicts.
+            if predict(pipetwin, device, rows[0], 1.0, tmp) != \
+                    predict(pipetwin, device, rows[0], None, tmp):
+                print("BASE[%r] is not the preset's attention efficiency (models/cluster.cc)"
+                      % device, file=sys.stderr)
+                return 1
+            pub = [r[4] for r in rows]
+            p1 = [predict(pipetwin, device, r, 1.0, tmp) for r in rows]
+            p2 = [predict(pipetwin, device, r, 2.0, tmp) for r in rows]
+            s_pub, s1, s2 = slopes(rows, pub), slopes(rows, p1), slopes(rows, p2)
+            # Each model's predicted slope is a + b f (linear in f); least squares over models.
+            b = {m: s2[m] - s1[m] for m in s_pub}
+            a = {m: s1[m] - b[m] for m in s_pub}
+            f = (sum(b[m] * (s_pub[m] - a[m]) for m in s_pub) /
+                 sum(b[m] ** 2 for m in s_pub))
+            pf = [predict(pipetwin, device, r, f, tmp) for r in rows]
+            sf = slopes(rows, pf)
+            print(f"## {device}\n")
+            print("| model | seq | micro-batch | accumulation | published tokens/s/GPU | "
+                  "predicted, f = 1 | error | predicted, f = %.2f | error |" % f)
+            print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+            for r, x, y in zip(rows, p1, pf):
+                print("| %s | %d | %d | %d | %d | %.0f | %+.1f%% | %.0f | %+.1f%% |"
+                      % (r[0], r[1], r[2], r[3], r[4], x, 100 * (x / r[4] - 1), y,
+                         100 * (y / r[4] - 1)))
+            print()
+            print("| model | published slope (s per token per position) | attention as it ran "
+                  "(TFLOP/s, causal, FlashAttention's count) | predicted slope, f = 1 | "
+                  "f for this model alone | predicted slope, f = %.2f |" % f)
+            print("|---|--:|--:|--:|--:|--:|")
+            for m in sorted(s_pub):
+                flops = attention_flops_per_token_and_position(TEMPLATE[m])
+                print("| %s | %.3g | %.0f | %.3g | %.2f | %.3g |"
+                      % (m, s_pub[m], flops / s_pub[m] / 1e12, s1[m],
+                         (s_pub[m] - a[m]) / b[m], sf[m]))
+            print()
+            fwd, bwd = BASE[device]
+            summary.append((device, "triton", f, fwd / f, bwd / f))
+    fwd, bwd, f = flash_attention_2_on_h100()
+    summary.append(("h100-sxm-80gb", "flash-attn-2", f, fwd, bwd))
+    print("| device | kernel | f | attention forward efficiency | attention backward efficiency |")
+    print("|---|---|--:|--:|--:|")
+    for device, kernel, f, fwd, bwd in summary:
+        print("| %s | %s | %.2f | %.3f | %.3f |" % (device, kernel, f, fwd, bwd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -12,8 +12,9 @@ where results/published.md says it stands, source by source, against the publish
   once its untied output layer is counted): every row within 15%, but dgxc 24.11's GPT-3 175B
   FP8 runs (FIT rows of the FP8 factor, its most optimistic: models/README.md, FP8) within 20%;
   Llama 3 on H100: within 20%; Megatron-Core's 2024 H100 weak-scaling table within 10%;
-  the known misses (models/README.md): MosaicML's H100 runs (2023 and 2024 tables) within 30%, and Llama 3's
-  131,072-token row (Table 4, row 3, context parallel 16) within 35%.
+  MosaicML's H100 runs with the attention they ran (models/README.md, "MosaicML's attention")
+  within 20%; the known miss (models/README.md): Llama 3's 131,072-token row (Table 4, row 3,
+  context parallel 16) within 35%.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
 --without), the rows that state the default must not move and the others must.
@@ -51,7 +52,7 @@ def main(argv):
     bad = 0
     for path, e, fits in rows:
         if path.startswith("mosaicml2023/h100"):
-            ok, want = abs(e) <= 30, "within 30% (a known miss)"
+            ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith("megatron2024/"):
             ok, want = abs(e) <= 10, "within 10%"
         elif path.startswith("llama3-2024/") and "cp16" in path:

@@ -27,13 +27,16 @@ models/README.md, "MosaicML's attention".
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import overlap_regression  # noqa: E402  (its least-squares line)
+import published  # noqa: E402  (the suite's simulate)
+
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 JOBS = os.path.join(ROOT, "examples", "published", "mosaicml2023")
 
@@ -96,11 +99,7 @@ def predict(pipetwin, device, row, f, tmp):
     path = os.path.join(tmp, "job.yaml")
     with open(path, "w") as fh:
         yaml.safe_dump(job_for(device, row, f), fh)
-    subprocess.run([pipetwin, "simulate", path, "--report", os.path.join(tmp, "r.json")],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(tmp, "r.json")) as fh:
-        rep = json.load(fh)
-    return rep["throughput"]["tokens_per_s"] / GPUS
+    return published.simulate(pipetwin, path, tmp)["throughput"]["tokens_per_s"] / GPUS
 
 
 def slopes(rows, tps):
@@ -108,13 +107,7 @@ def slopes(rows, tps):
     groups = {}
     for row, t in zip(rows, tps):
         groups.setdefault(row[0], []).append((row[1], 1.0 / t))
-    out = {}
-    for model, pts in groups.items():
-        mx = sum(x for x, _ in pts) / len(pts)
-        my = sum(y for _, y in pts) / len(pts)
-        out[model] = (sum((x - mx) * (y - my) for x, y in pts) /
-                      sum((x - mx) ** 2 for x, _ in pts))
-    return out
+    return {model: overlap_regression.fit(pts)[0] for model, pts in groups.items()}
 
 
 def fit(pub, s11, s21, s12):

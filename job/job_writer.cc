@@ -105,7 +105,10 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
   }
   if (t.grad_bucket_mb != 0) KeyNum(e, "grad_bucket_mb", t.grad_bucket_mb);
   if (t.zero3_prefetch != 1) Key(e, "zero3_prefetch", t.zero3_prefetch);
-  if (t.zero3_unit == models::Zero3Unit::kLayer) Key(e, "zero3_unit", std::string("layer"));
+  if (t.zero3_unit == models::Zero3Unit::kLayer || t.zero3_unit_stated) {
+    Key(e, "zero3_unit",
+        std::string(t.zero3_unit == models::Zero3Unit::kLayer ? "layer" : "module"));
+  }
   if (t.zero3_nics != models::Zero3Nics::kAuto) {
     Key(e, "zero3_nics", std::string(t.zero3_nics == models::Zero3Nics::kRank ? "rank" : "node"));
   }

@@ -166,6 +166,7 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     Expected<std::string> x = f.Choice(v, "training.zero3_unit", {"layer", "module"});
     if (!x) return x.error();
     t.zero3_unit = *x == "layer" ? Zero3Unit::kLayer : Zero3Unit::kModule;
+    t.zero3_unit_stated = true;
   }
   if (const YAML::Node v = node["zero3_nics"]) {
     Expected<std::string> x = f.Choice(v, "training.zero3_nics", {"auto", "rank", "node"});

@@ -97,6 +97,7 @@ struct TrainingConfig {
   // Default kModule: `parallel.zero: 3` names DeepSpeed's ZeRO stage 3, which is what a job
   // file that says nothing more describes; FSDP jobs say `zero3_unit: layer`.
   Zero3Unit zero3_unit = Zero3Unit::kModule;
+  bool zero3_unit_stated = false;  // the job file says zero3_unit (simulate's note, when not)
   // ZeRO-3: the NICs its collectives drive where the group spans nodes. kRank: one NIC per
   // rank, which is what DeepSpeed's stage 3 realised on DGX A100 nodes at 384 to 2,240 GPUs
   // (Narayanan et al. 2021, Table 2); kNode: k NICs for k ranks per node (NCCL's ring), which

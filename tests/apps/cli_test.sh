@@ -70,6 +70,19 @@ if "$bin" simulate "$src/examples/published/narayanan2021/t2-04-zero3-530b-640.y
   echo "FAIL: simulate t2-04-zero3-530b-640.yaml: DeepSpeed's stage 3 gets the FSDP note"
   fail=1
 fi
+# ZeRO-3 with zero3_unit unstated says what the same job takes as FSDP: the iteration time of
+# the job that states zero3_unit: layer, simulated on its own (and a stated unit says nothing).
+sed 's/zero3_unit: layer, //' "$fsdp_job" >"$dir/unstated.yaml"
+unstated_out=$("$bin" simulate "$dir/unstated.yaml")
+fsdp_ms=$(python3 -c "import json; print('%.3f' % json.load(open('$dir/fsdp.json'))['iteration_time_ms'])")
+if ! grep -q "^note: training.zero3_unit is not stated, .* as PyTorch FSDP .* takes ${fsdp_ms} ms (+" <<<"$unstated_out" ||
+  grep -q "zero3_unit is not stated" <<<"$fsdp_out"; then
+  echo "FAIL: simulate $dir/unstated.yaml: no zero3_unit note with FSDP's ${fsdp_ms} ms, or one where the job states it"
+  fail=1
+fi
+sed 's/, zero3_unit: module//' "$src/examples/published/narayanan2021/t2-04-zero3-530b-640.yaml" >"$dir/ds.yaml"
+expect 0 "^note: training.zero3_unit is not stated, .* the step takes [0-9.]+ ms \(-[0-9.]+%\) and does not fit in memory" -- \
+  simulate "$dir/ds.yaml"
 
 # An oversubscribed fabric names the groups it slows: Llama 3's layout in Megatron's order puts
 # each pipeline's 16 nodes 128 apart across the 384-node pods (f = 0.375 at 1:7, a share of

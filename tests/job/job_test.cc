@@ -476,7 +476,8 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.grad_reduce_dtype = models::GradReduceDtype::kBf16;
   c.training.grad_bucket_mb = 12.5;
   c.training.zero3_prefetch = 2;
-  c.training.zero3_unit = models::Zero3Unit::kModule;
+  c.training.zero3_unit = models::Zero3Unit::kModule;  // the default, but stated
+  c.training.zero3_unit_stated = true;
   c.training.zero3_nics = models::Zero3Nics::kRank;
   c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
   c.training.cross_entropy = models::CrossEntropy::kFused;
@@ -501,6 +502,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->parallel.cp_comm, ParallelConfig::CpComm::kAllGather);
   EXPECT_EQ(c2->training.precision, models::Precision::kFp8);
   EXPECT_EQ(c2->training.zero3_unit, models::Zero3Unit::kModule);
+  EXPECT_TRUE(c2->training.zero3_unit_stated);  // simulate's FSDP note stays silent
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
   EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);
   EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);

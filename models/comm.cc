@@ -79,6 +79,21 @@ double FabricShare(const GroupShape& g, const Topology& topo) {
   return std::min(1.0, 1 / (topo.oversubscription * leaving));
 }
 
+double AllToAllFabricShare(const GroupShape& g, const Topology& topo) {
+  if (!g.spans_nodes() || topo.block_nodes <= 0 || topo.oversubscription <= 1) return 1;
+  const double n = g.nodes;
+  const double span = std::max(g.node_span, g.nodes);
+  const double h = (span - 1) / (n - 1);  // nodes between neighbours of the group
+  const double b = topo.block_nodes;
+  // Pairs d places apart with d h < b leave with chance d h / b, the rest always; D is the
+  // last d of the first kind, at most n - 1.
+  const double D = std::min(n - 1, std::floor(b / h));
+  const double inside = h / b * (n * D * (D + 1) / 2 - D * (D + 1) * (2 * D + 1) / 6);
+  const double always = (n - D - 1) * (n - D) / 2;  // sum of (n - d) over d = D+1..n-1
+  const double leaving = 2 * (inside + always) / (n * (n - 1));
+  return std::min(1.0, 1 / (topo.oversubscription * leaving));
+}
+
 std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
                                                             int gpus_per_node,
                                                             const Topology& topo) {
@@ -131,9 +146,10 @@ double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topol
       const int k = std::max(1, g.ranks_per_node);
       const double local = static_cast<double>(k - 1) / g.size * bytes;
       const double remote = static_cast<double>(g.size - k) / g.size * bytes;
-      return Ms((g.size - 1) * topo.inter.latency_s +
-                std::max(local / topo.intra.bandwidth_bytes_per_s,
-                         remote / topo.inter.bandwidth_bytes_per_s));
+      return Ms(
+          (g.size - 1) * topo.inter.latency_s +
+          std::max(local / topo.intra.bandwidth_bytes_per_s,
+                   remote / (topo.inter.bandwidth_bytes_per_s * AllToAllFabricShare(g, topo))));
     }
   }
   return 0;

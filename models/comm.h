@@ -71,6 +71,14 @@ Topology TopologyOf(const ClusterConfig& c);
 //   FabricShare({128, 128, 1, 2033}, pods)  // 128 nodes 16 apart: f = 0.049, 1
 //   FabricShare({16, 16, 1, 1921}, pods)    // 16 nodes 128 apart: f = 6/16, 1 / (7 f) = 0.38
 double FabricShare(const GroupShape& g, const Topology& topo);
+// The same for an all-to-all, whose every node sends an equal share to each of the group's
+// other n - 1 nodes, not to a ring neighbour: with the nodes h = (span - 1) / (n - 1) apart, a
+// pair d places apart is a hop of d h nodes, which leaves a block of b with chance
+// min(1, d h / b), so f = 2 / (n (n - 1)) x sum over d = 1..n-1 of (n - d) min(1, d h / b),
+// in closed form. 1 inside a node or on a non-blocking fabric.
+//   AllToAllFabricShare({32, 8, 4, 8}, {.block_nodes = 4, .oversubscription = 2})
+//     // 8 adjacent nodes, blocks of 4: f = 37/56, 1 / (2 f) = 0.757
+double AllToAllFabricShare(const GroupShape& g, const Topology& topo);
 // The parallel groups of a layout that an oversubscribed fabric slows, innermost first:
 // ("tp" | "cp" | "dp x cp" | "pp", FabricShare < 1) of each one's worst group.
 std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,

@@ -141,6 +141,52 @@ TEST(CommTest, OversubscribedFabricChargesTheRingHopsThatLeaveABlock) {
   EXPECT_DOUBLE_EQ(FabricShare({2, 2, 1}, pods), 1);
 }
 
+// An all-to-all sends an equal share from every node to each other node of the group, so the
+// share of its traffic that leaves a block is the mean over ordered pairs of min(1, hop / b),
+// counted here pair by pair (the definition) against the closed form, and hand-worked.
+TEST(CommTest, OversubscribedFabricChargesTheAllToAllPairsThatLeaveABlock) {
+  const Topology flat{{240e9, 2e-6}, {50e9, 5e-6}};
+  Topology pods = flat;
+  pods.block_nodes = 4;
+  pods.oversubscription = 2;
+  // 8 adjacent nodes (4 ranks each), blocks of 4: pairs 1..4 apart leave with chance d / 4,
+  // farther ones always: f = 2 (7 + 12 + 15 + 16) / 4 + 2 (3 + 2 + 1) over 56 = 37 / 56.
+  const GroupShape adjacent{32, 8, 4, 8};
+  EXPECT_NEAR(AllToAllFabricShare(adjacent, pods), 1 / (2 * 37.0 / 56), 1e-12);
+  // The alltoall's off-node bytes go at that share of the rank's NIC.
+  const double S = 1e9;
+  EXPECT_NEAR(CollectiveMs(Collective::kAllToAll, S, adjacent, pods),
+              1e3 * (31 * 5e-6 + (28.0 / 32 * S) / (50e9 / (2 * 37.0 / 56))), 1e-9);
+  // 4 nodes 64 apart, blocks of 32: every pair leaves, f = 1: half the NIC.
+  pods.block_nodes = 32;
+  const GroupShape strided{16, 4, 4, 193};
+  EXPECT_DOUBLE_EQ(AllToAllFabricShare(strided, pods), 0.5);
+  // Against the definition, pair by pair, over spans, strides and blocks.
+  for (const GroupShape g : {GroupShape{64, 16, 4, 16}, GroupShape{128, 128, 1, 2033},
+                             GroupShape{16, 16, 1, 1921}, GroupShape{24, 3, 8, 11}}) {
+    for (const int block : {2, 5, 64, 384}) {
+      pods.block_nodes = block;
+      pods.oversubscription = 7;
+      const double h = static_cast<double>(g.node_span - 1) / (g.nodes - 1);
+      double sum = 0;
+      for (int i = 0; i < g.nodes; ++i) {
+        for (int j = 0; j < g.nodes; ++j) {
+          if (i != j) sum += std::min(1.0, std::abs(i - j) * h / block);
+        }
+      }
+      const double f = sum / (static_cast<double>(g.nodes) * (g.nodes - 1));
+      EXPECT_NEAR(AllToAllFabricShare(g, pods), std::min(1.0, 1 / (7 * f)), 1e-12)
+          << g.nodes << " nodes over " << g.node_span << ", blocks of " << block;
+    }
+  }
+  // Non-blocking or inside a node: the whole NIC; the ring's share is not the all-to-all's.
+  EXPECT_DOUBLE_EQ(AllToAllFabricShare(adjacent, flat), 1);
+  EXPECT_DOUBLE_EQ(AllToAllFabricShare({8, 1, 8, 1}, pods), 1);
+  pods.block_nodes = 4;
+  pods.oversubscription = 2;
+  EXPECT_DOUBLE_EQ(FabricShare(adjacent, pods), 1);  // ring: f = (7/4 + 1) / 8 = 11/32
+}
+
 TEST(CommTest, ParameterServer) {
   const Link link{kB, kA};
   const double S = 1e9;

@@ -117,10 +117,23 @@ Link GroupLink(const GroupShape& g, const Topology& topo) {
   return {std::min(topo.intra.bandwidth_bytes_per_s, nics), topo.inter.latency_s};
 }
 
+// A ring over nodes, as NCCL orders it (by node): of the n - 1 hops a step's data takes to go
+// round, nodes - 1 leave a node (inter-node latency) and the rest stay on NVLink.
+double RingLatencyS(const GroupShape& g, const Topology& topo) {
+  const int inter = g.nodes - 1;
+  return inter * topo.inter.latency_s + (g.size - 1 - inter) * topo.intra.latency_s;
+}
+
 double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topology& topo) {
   const Link link = GroupLink(g, topo);
+  // Rings over nodes: the bandwidth term of the group's link, the latency hop by hop.
+  const Link bandwidth_only{link.bandwidth_bytes_per_s, 0};
+  const bool ring_over_nodes = g.spans_nodes() && g.size > 1 && bytes > 0;
   switch (c) {
     case Collective::kAllReduceRing:
+      if (ring_over_nodes) {
+        return RingAllReduceMs(bytes, g.size, bandwidth_only) + Ms(2 * RingLatencyS(g, topo));
+      }
       return RingAllReduceMs(bytes, g.size, link);
     case Collective::kAllReduceTree: {
       if (!g.spans_nodes() || g.size <= 1 || bytes <= 0) {
@@ -135,9 +148,10 @@ double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topol
                 2 * bytes / link.bandwidth_bytes_per_s);
     }
     case Collective::kAllGather:
-      return AllGatherMs(bytes, g.size, link);
     case Collective::kReduceScatter:
-      return ReduceScatterMs(bytes, g.size, link);
+      if (ring_over_nodes)
+        return AllGatherMs(bytes, g.size, bandwidth_only) + Ms(RingLatencyS(g, topo));
+      return AllGatherMs(bytes, g.size, link);
     case Collective::kSendRecv:
       return SendRecvMs(bytes, link);
     case Collective::kAllToAll: {

@@ -100,11 +100,35 @@ TEST(CommTest, TreeOverNodesIsHierarchical) {
   const double bw = 2 * 1e6 / (8 * 22.5e9);
   EXPECT_NEAR(CollectiveMs(Collective::kAllReduceTree, 1e6, world, topo),
               1e3 * (2 * (7 * 2e-6 + 9 * 5e-6) + bw), 1e-12);
-  EXPECT_GT(CollectiveMs(Collective::kAllReduceRing, 1e6, world, topo), 1e3 * 2 * 4095 * 5e-6);
+  // The ring, hop by hop (below), still pays 2 x 4,095 latencies: the tree wins at 1 MB.
+  EXPECT_LT(CollectiveMs(Collective::kAllReduceTree, 1e6, world, topo),
+            CollectiveMs(Collective::kAllReduceRing, 1e6, world, topo));
   // One rank per node: only the tree between nodes.
   const GroupShape spread{512, 512, 1};
   EXPECT_NEAR(CollectiveMs(Collective::kAllReduceTree, 1e6, spread, topo),
               1e3 * (2 * 9 * 5e-6 + 2 * 1e6 / 22.5e9), 1e-12);
+}
+
+// A ring over nodes (NCCL orders it by node) goes round through nodes - 1 inter-node hops
+// and n - nodes NVLink hops: its latency is theirs, not n - 1 inter-node latencies.
+TEST(CommTest, RingOverNodesPaysEachHopsOwnLatency) {
+  const Topology topo{{240e9, 2e-6}, {22.5e9, 5e-6}};
+  const GroupShape world{4096, 512, 8};
+  const double S = 1e6, B = 8 * 22.5e9;  // 8 ranks per node drive 8 NICs (< NVLink's 240)
+  const double hops = 511 * 5e-6 + 3584 * 2e-6;
+  EXPECT_NEAR(CollectiveMs(Collective::kAllReduceRing, S, world, topo),
+              1e3 * (2 * hops + 2 * 4095.0 / 4096 * S / B), 1e-12);
+  EXPECT_NEAR(CollectiveMs(Collective::kAllGather, S, world, topo),
+              1e3 * (hops + 4095.0 / 4096 * S / B), 1e-12);
+  EXPECT_NEAR(CollectiveMs(Collective::kReduceScatter, S, world, topo),
+              1e3 * (hops + 4095.0 / 4096 * S / B), 1e-12);
+  // One rank per node: every hop leaves its node, as before.
+  const GroupShape spread{512, 512, 1};
+  EXPECT_NEAR(CollectiveMs(Collective::kAllGather, S, spread, topo),
+              1e3 * (511 * 5e-6 + 511.0 / 512 * S / 22.5e9), 1e-12);
+  // Inside a node: NVLink's latency and bandwidth.
+  EXPECT_NEAR(CollectiveMs(Collective::kAllReduceRing, S, {8, 1, 8}, topo),
+              1e3 * (2 * 7 * 2e-6 + 2 * 7.0 / 8 * S / 240e9), 1e-12);
 }
 
 // cluster.fabric: a block's uplinks carry the fraction f of its NICs' traffic that leaves it,

@@ -1,5 +1,7 @@
 #include "apps/cli.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <iostream>
 
@@ -117,18 +119,45 @@ Status CheckOutputFolder(const std::string& option, const std::string& dir,
                          const std::vector<std::pair<std::string, std::string>>& files,
                          const std::vector<std::string>& inputs) {
   if (Status s = CheckOutputDir(dir, option); !s) return s;
+  // SamePath for every file against every input, with each input resolved once: an existing
+  // file is an input if it is the same inode; one not yet there if its path, the folder's
+  // resolved path and its name, is an input's (plan --top N --emit-jobs checks N names).
+  namespace fs = std::filesystem;
+  struct Input {
+    const std::string* path;
+    bool exists;
+    struct stat st;
+    fs::path canonical;
+  };
+  std::vector<Input> resolved;
+  for (const std::string& in : inputs) {
+    if (in.empty()) continue;
+    Input r{&in, false, {}, {}};
+    r.exists = ::stat(in.c_str(), &r.st) == 0;
+    std::error_code ec;
+    r.canonical = fs::weakly_canonical(fs::absolute(in, ec), ec);
+    if (ec) r.canonical.clear();
+    resolved.push_back(std::move(r));
+  }
+  std::error_code dir_ec;
+  const fs::path dir_canonical = fs::weakly_canonical(fs::absolute(dir, dir_ec), dir_ec);
   for (const auto& [name, source] : files) {
     const std::string path = dir + "/" + name;
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
       return Error::BadInput(option + ": " + path + " is a directory; this command writes a " +
                              "file of that name");
     }
-    for (const std::string& in : inputs) {
-      if (in.empty() || !SamePath(path, in)) continue;
-      if (!source.empty() && SamePath(source, in)) continue;  // its own copy: left as it is
+    for (const Input& in : resolved) {
+      const bool same = exists ? in.exists && st.st_dev == in.st.st_dev && st.st_ino == in.st.st_ino
+                               : !in.exists && (dir_ec || in.canonical.empty()
+                                                    ? path == *in.path
+                                                    : dir_canonical / name == in.canonical);
+      if (!same) continue;
+      if (!source.empty() && SamePath(source, *in.path)) continue;  // its own copy: left as it is
       return Error::BadInput(option + ": " + path + ", which this command writes, is its input " +
-                             in + "; choose another folder");
+                             *in.path + "; choose another folder");
     }
   }
   return OkStatus();

@@ -91,6 +91,16 @@ expect 2 "--emit-jobs: .*top01.yaml, which this command writes, is its input" --
   --emit-jobs "$dir"
 cmp -s "$pl" "$dir/plan.yaml" && cmp -s "$pl" "$dir/top01.yaml" \
   || { echo "FAIL: plan overwrote its input"; fail=1; }
+# The same file under another name (a hard link), and an output not yet written that another
+# output names through another path; and --top far past the layouts checks its names quickly
+# (the CLI fuzzer timed out on --top 61282 --emit-jobs, one path resolution per name and input).
+mkdir -p "$dir/jobs" "$dir/jobs2"
+ln "$dir/plan.yaml" "$dir/jobs/top02.yaml"
+expect 2 "--emit-jobs: .*jobs/top02.yaml, which this command writes, is its input .*plan.yaml" -- \
+  plan "$dir/plan.yaml" --emit-jobs "$dir/jobs"
+expect 2 "--emit-jobs: .*jobs2/top03.yaml, which this command writes, is its input .*jobs2/../jobs2/top03.yaml" -- \
+  plan "$pl" --emit-jobs "$dir/jobs2" --report "$dir/jobs2/../jobs2/top03.yaml"
+expect 0 "^top [0-9]+ by tokens/s" -- plan "$pl" --top 100000 --emit-jobs "$dir/jobs2"
 
 # --- The rest of issue 16's defects that had no command-line test.
 # 5: `schedule` validates the whole job as `simulate` does, and derives the microbatches.

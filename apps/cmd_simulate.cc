@@ -160,7 +160,9 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     const models::ClusterConfig& c = job.model_costs->cluster;
     const models::Topology topo = models::TopologyOf(c);
     const models::RankLayout layout(job.parallel(), c.rank_order);
-    for (const auto& [group, share] : models::ThrottledGroups(layout, c.gpus_per_node, topo)) {
+    for (const auto& [group, share] :
+         models::ThrottledGroups(layout, c.gpus_per_node, topo,
+                                 job.parallel().cp_comm == ParallelConfig::CpComm::kAllToAll)) {
       std::printf(
           "fabric: the %s groups keep %.2f of their NICs' bandwidth above the %d-node blocks "
           "(1:%g); cluster.rank_order (now %s) decides which groups leave a block\n",

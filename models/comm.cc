@@ -95,8 +95,8 @@ double AllToAllFabricShare(const GroupShape& g, const Topology& topo) {
 }
 
 std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
-                                                            int gpus_per_node,
-                                                            const Topology& topo) {
+                                                            int gpus_per_node, const Topology& topo,
+                                                            bool cp_all_to_all) {
   const std::pair<std::string, GroupShape> groups[] = {
       {"tp", layout.WorstShape(Dim::kTp, gpus_per_node)},
       {"cp", layout.WorstShape(Dim::kCp, gpus_per_node)},
@@ -104,7 +104,8 @@ std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& la
       {"pp", layout.WorstShape(Dim::kPp, gpus_per_node)}};
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [name, shape] : groups) {
-    const double share = FabricShare(shape, topo);
+    const double share =
+        name == "cp" && cp_all_to_all ? AllToAllFabricShare(shape, topo) : FabricShare(shape, topo);
     if (share < 1) out.emplace_back(name, share);
   }
   return out;

@@ -80,10 +80,11 @@ double FabricShare(const GroupShape& g, const Topology& topo);
 //     // 8 adjacent nodes, blocks of 4: f = 37/56, 1 / (2 f) = 0.757
 double AllToAllFabricShare(const GroupShape& g, const Topology& topo);
 // The parallel groups of a layout that an oversubscribed fabric slows, innermost first:
-// ("tp" | "cp" | "dp x cp" | "pp", FabricShare < 1) of each one's worst group.
+// ("tp" | "cp" | "dp x cp" | "pp", share < 1) of each one's worst group: FabricShare, or
+// AllToAllFabricShare for a CP group that exchanges by all-to-all (cp_comm: a2a).
 std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
-                                                            int gpus_per_node,
-                                                            const Topology& topo);
+                                                            int gpus_per_node, const Topology& topo,
+                                                            bool cp_all_to_all = false);
 
 // Single-link costs (milliseconds).
 double RingAllReduceMs(double bytes, int n, const Link& link);

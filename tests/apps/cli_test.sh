@@ -95,6 +95,13 @@ if "$bin" simulate "$(job pods-meta.yaml "$pods, rank_order: tp-cp-pp-dp}\n")" |
   fail=1
 fi
 
+# A CP group that exchanges by all-to-all gets the all-to-all's share: 4 adjacent nodes in blocks
+# of 2 at 1:2 keep 0.80 of their NICs as a ring (f = (3/2 + 1) / 4) and 0.67 as an all-to-all
+# (f = 2 (3 x 1/2 + 2 x 2/2 + 1) / 12 = 3/4; models/comm.h).
+cpf="schedule: 1f1b\nparallel: {pp: 1, tp: 8, cp: 4, dp: 1, cp_comm: CC}\nmodel: {preset: gpt3-1.3b, layers: 4, heads: 32, seq_len: 8192}\ntraining: {global_batch: 8, micro_batch: 1}\ncluster: {device: h100-sxm-80gb, fabric: {block_nodes: 2, oversubscription: 2}}\n"
+expect 0 "^fabric: the cp groups keep 0.80 of their NICs' bandwidth" -- simulate "$(job cp-ring.yaml "${cpf/CC/p2p}")"
+expect 0 "^fabric: the cp groups keep 0.67 of their NICs' bandwidth" -- simulate "$(job cp-a2a.yaml "${cpf/CC/a2a}")"
+
 # cluster.variability says what it did: 0.5% of 64 ranks at 1.1x, 1 + 0.1 (1 - 0.995^64) =
 # 1.0274 (hand-worked); left out, the GPUs' default (1 in 5,000 at 1.1x: 1.0013 over 64);
 # with distribution: none, no line.

@@ -94,6 +94,14 @@ double AllToAllFabricShare(const GroupShape& g, const Topology& topo) {
   return std::min(1.0, 1 / (topo.oversubscription * leaving));
 }
 
+double ParameterServerFabricShare(const GroupShape& workers, const Topology& topo) {
+  if (!workers.spans_nodes() || topo.block_nodes <= 0 || topo.oversubscription <= 1) return 1;
+  const double span = std::max(workers.node_span, workers.nodes);
+  const double blocks = std::ceil(span / topo.block_nodes);
+  if (blocks <= 1) return 1;
+  return std::min(1.0, 1 / (topo.oversubscription * (1 - 1 / blocks)));
+}
+
 std::vector<std::pair<std::string, double>> ThrottledGroups(const RankLayout& layout,
                                                             int gpus_per_node, const Topology& topo,
                                                             bool cp_all_to_all) {
@@ -173,8 +181,12 @@ double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topol
 double ParameterServerMs(double bytes, const GroupShape& workers, int servers,
                          const Topology& topo) {
   // Servers sit on other nodes than most workers once the job spans nodes; each worker and
-  // each server has its own NIC.
-  const Link link = workers.spans_nodes() ? topo.inter : topo.intra;
+  // each server has its own NIC. On an oversubscribed fabric the servers are spread over the
+  // workers' blocks like the workers, so a worker's traffic (S/p to each server) stays in its
+  // block for 1 of the B blocks its group spans: f = 1 - 1/B leaves, at 1 / (oversubscription
+  // x f) of the NIC (every block sends and receives the same, as in FabricShare).
+  Link link = workers.spans_nodes() ? topo.inter : topo.intra;
+  link.bandwidth_bytes_per_s *= ParameterServerFabricShare(workers, topo);
   return ParameterServerMs(bytes, workers.size, servers, link);
 }
 

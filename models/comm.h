@@ -79,6 +79,12 @@ double FabricShare(const GroupShape& g, const Topology& topo);
 //   AllToAllFabricShare({32, 8, 4, 8}, {.block_nodes = 4, .oversubscription = 2})
 //     // 8 adjacent nodes, blocks of 4: f = 37/56, 1 / (2 f) = 0.757
 double AllToAllFabricShare(const GroupShape& g, const Topology& topo);
+// The same for parameter servers spread over the workers' blocks as the workers are: of the
+// B = ceil(span / block_nodes) blocks the workers span, a worker's traffic stays in its own
+// for 1, so f = 1 - 1/B; 1 within one block or on a non-blocking fabric.
+//   ParameterServerFabricShare({64, 8, 8, 8}, {.block_nodes = 4, .oversubscription = 4})
+//     // 2 blocks: f = 1/2, 1 / (4 x 1/2) = 0.5
+double ParameterServerFabricShare(const GroupShape& workers, const Topology& topo);
 // The parallel groups of a layout that an oversubscribed fabric slows, innermost first:
 // ("tp" | "cp" | "dp x cp" | "pp", share < 1) of each one's worst group: FabricShare, or
 // AllToAllFabricShare for a CP group that exchanges by all-to-all (cp_comm: a2a).

@@ -221,6 +221,29 @@ TEST(CommTest, ParameterServer) {
   EXPECT_GT(ParameterServerMs(S, 8, 1, link), RingAllReduceMs(S, 8, link));
 }
 
+// Parameter servers spread over the workers' blocks: a worker's traffic leaves its block for
+// all but 1 of the B blocks, f = 1 - 1/B, at 1 / (oversubscription x f) of its NIC.
+TEST(CommTest, OversubscribedFabricChargesTheParameterServersAcrossBlocks) {
+  const Topology flat{{240e9, 2e-6}, {50e9, 5e-6}};
+  Topology pods = flat;
+  pods.block_nodes = 4;
+  pods.oversubscription = 4;
+  const double S = 1e9;
+  // 64 workers on 8 nodes: 2 blocks, f = 1/2, half the NIC.
+  const GroupShape workers{64, 8, 8, 8};
+  EXPECT_DOUBLE_EQ(ParameterServerFabricShare(workers, pods), 0.5);
+  EXPECT_NEAR(ParameterServerMs(S, workers, 8, pods), 1e3 * (2 * 5e-6 + 2 * 8 * S / 25e9), 1e-9);
+  EXPECT_NEAR(ParameterServerMs(S, workers, 8, flat), 1e3 * (2 * 5e-6 + 2 * 8 * S / 50e9), 1e-9);
+  // 16 nodes 4 apart (span 61, 16 blocks): f = 15/16, 1 / (4 x 15/16) = 4/15.
+  EXPECT_NEAR(ParameterServerFabricShare({16, 16, 1, 61}, pods), 4.0 / 15, 1e-12);
+  // 1:1.5 over 2 blocks: 1.5 x 1/2 < 1, the whole NIC; one block, or one node, the same.
+  pods.oversubscription = 1.5;
+  EXPECT_DOUBLE_EQ(ParameterServerFabricShare(workers, pods), 1);
+  pods.oversubscription = 4;
+  EXPECT_DOUBLE_EQ(ParameterServerFabricShare({32, 4, 8, 4}, pods), 1);
+  EXPECT_DOUBLE_EQ(ParameterServerFabricShare({8, 1, 8, 1}, pods), 1);
+}
+
 // The span a fabric sees: Llama 3 405B's layout (t 8, p 16, dp 128) in Megatron's order puts
 // a pipeline's 16 nodes 128 apart; in Meta's (tp-cp-pp-dp) they are consecutive and the DP
 // group's 128 nodes are 16 apart.

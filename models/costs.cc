@@ -324,7 +324,7 @@ LayerTimes DecoderLayer(const Context& c) {
   // under SP) runs beside their weight-gradient GEMMs, which only a fused B has at hand (a
   // split I reduces them in series). userbuffers (tp_comm) overlap them their own way; the
   // CPU executor reduces in series.
-  if (c.sh.tp > 1 && !c.t.overlap.tp_comm && c.t.tp_dgrad_overlap() && c.d.name != "cpu") {
+  if (c.sh.tp > 1 && !c.t.overlap.tp_comm && c.t.tp_dgrad_overlap(c.sh.sp) && c.d.name != "cpu") {
     const double red = c.sh.sp ? Tp(c, Collective::kReduceScatter, c.act_bytes)
                                : Tp(c, Collective::kAllReduceRing, c.act_bytes);
     lt.b_tp_hidden = std::min(red, gemm_ms[0]) + std::min(red, gemm_ms[2]);

@@ -62,8 +62,10 @@ struct Overlap {
   // The reduction of the column-parallel layers' input gradients beside their weight-gradient
   // GEMMs (Megatron-LM's asynchronous tensor-parallel all-reduce: its training script's default
   // from September 2021, Megatron-Core's ModelParallelConfig default false until 2024, always
-  // on in Megatron-Core since; TransformerEngine's linear layers). Absent: off, as the other
-  // overlaps (a run states what it ran with; TrainingConfig::tp_dgrad_overlap).
+  // on in Megatron-Core since; TransformerEngine's linear layers). Absent: what the layout
+  // says, on with sequence parallelism (the code that has SP, Megatron-LM's since 2022 and
+  // TransformerEngine's, overlaps the input gradient's reduce-scatter with the weight
+  // gradient), off without (TrainingConfig::tp_dgrad_overlap).
   std::optional<bool> tp_dgrad_reduce;
   bool operator==(const Overlap&) const = default;
 };
@@ -123,8 +125,8 @@ struct TrainingConfig {
   // overlap.grad_reduce: Megatron-LM's reduction after the pipeline flush), in the simulator
   // (CostTable::reduce_after_backward) and the executor (exec::EngineOptions) alike.
   bool reduce_after_backward() const { return !overlap.grad_reduce; }
-  // overlap.tp_dgrad_reduce, resolved: as given, else off.
-  bool tp_dgrad_overlap() const { return overlap.tp_dgrad_reduce.value_or(false); }
+  // overlap.tp_dgrad_reduce, resolved: as given, else on with sequence parallelism (`sp`).
+  bool tp_dgrad_overlap(bool sp) const { return overlap.tp_dgrad_reduce.value_or(sp); }
 
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }

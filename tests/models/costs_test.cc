@@ -744,13 +744,13 @@ TEST(CostsTest, TpCommOverlapUserbuffersClosedForm) {
               a.backward_tp_comm_ms - b.backward_tp_comm_ms, 1e-9);
 }
 
-// overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce; off unless a job states
-// it, under either pipeline engine): a fused B hides the reduction of qkv's and fc1's input
-// gradients under their weight-gradient GEMMs. Hand-worked for GPT-3 175B, tp 8 in one A100 node
-// (NVLink 300 GB/s x 0.8, 2 us per ring step), micro-batch 1: one activation is 2 x 2048 x 12288
-// bytes; its ring all-reduce takes 2 x 7 x 2 us + 2 x 7/8 x S / 240 GB/s, its reduce-scatter (sp)
-// half the steps and half the bytes. Both are shorter than the qkv and fc1 GEMMs (about 1 ms each
-// at 215 TFLOP/s), so each stage of 24 layers hides exactly 2 x 24 of them.
+// overlap.tp_dgrad_reduce (Megatron-LM's asynchronous TP all-reduce; unstated, on with sequence
+// parallelism and off without, under either pipeline engine): a fused B hides the reduction of
+// qkv's and fc1's input gradients under their weight-gradient GEMMs. Hand-worked for GPT-3 175B, tp
+// 8 in one A100 node (NVLink 300 GB/s x 0.8, 2 us per ring step), micro-batch 1: one activation is
+// 2 x 2048 x 12288 bytes; its ring all-reduce takes 2 x 7 x 2 us + 2 x 7/8 x S / 240 GB/s, its
+// reduce-scatter (sp) half the steps and half the bytes. Both are shorter than the qkv and fc1
+// GEMMs (about 1 ms each at 215 TFLOP/s), so each stage of 24 layers hides exactly 2 x 24 of them.
 TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   const double s = 2.0 * 2048 * 12288, bw = 300e9 * 0.8;
   const double all_reduce_ms = 2 * 7 * 2e-3 + 2 * 7.0 / 8 * s / bw * 1e3;
@@ -768,7 +768,15 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   const Expected<JobCosts> ds = job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed");
   const Expected<JobCosts> ds_on =
       job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed, overlap: {tp_dgrad_reduce: true}");
-  ASSERT_TRUE(on.ok() && sp.ok() && off.ok() && ds.ok() && ds_on.ok());
+  // Unstated: what sequence parallelism's linear layers do (Megatron-LM's and
+  // TransformerEngine's overlap the input gradient's reduce-scatter with the weight gradient).
+  const Expected<JobCosts> sp_unstated = job("{pp: 4, tp: 8, sp: true}", "");
+  const Expected<JobCosts> sp_off =
+      job("{pp: 4, tp: 8, sp: true}", ", overlap: {tp_dgrad_reduce: false}");
+  ASSERT_TRUE(on.ok() && sp.ok() && off.ok() && ds.ok() && ds_on.ok() && sp_unstated.ok() &&
+              sp_off.ok());
+  EXPECT_NEAR(sp_unstated->stages[1].fused_backward_tp_hidden_ms, 2 * 24 * reduce_scatter_ms, 1e-9);
+  EXPECT_EQ(sp_off->stages[1].fused_backward_tp_hidden_ms, 0);
   const StageCost& a = on->stages[1];
   ASSERT_EQ(a.layers, 24);
   EXPECT_NEAR(a.fused_backward_tp_hidden_ms, 2 * 24 * all_reduce_ms, 1e-9);
@@ -778,7 +786,7 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   EXPECT_EQ(a.backward_input_ms, off->stages[1].backward_input_ms);
   EXPECT_EQ(a.backward_weight_ms, off->stages[1].backward_weight_ms);
   EXPECT_EQ(off->stages[1].fused_backward_tp_hidden_ms, 0);
-  EXPECT_EQ(ds->stages[1].fused_backward_tp_hidden_ms, 0);  // off unless set
+  EXPECT_EQ(ds->stages[1].fused_backward_tp_hidden_ms, 0);  // no sp: off unless set
   EXPECT_NEAR(ds_on->stages[1].fused_backward_tp_hidden_ms, a.fused_backward_tp_hidden_ms, 1e-9);
 }
 

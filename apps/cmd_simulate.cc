@@ -32,7 +32,7 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kFsdpHiddenSharePaid = 0.54;
 
 // ZeRO-3 with training.zero3_unit unstated is priced as DeepSpeed's stage 3 (module units,
-// one NIC per rank). Published FSDP runs priced that way read up to 65% pessimistic
+// one NIC per rank). Published FSDP runs priced that way read up to 63.5% pessimistic
 // (results/published-defaults.md), so the summary also says what the same job takes as FSDP
 // (zero3_unit: layer): the iteration time and fit of the job re-resolved with that one key, or
 // nothing where the model does not price it (a profile, or ZeRO-3 over a single rank).

@@ -9,6 +9,13 @@ namespace {
 double Ms(double seconds) { return 1e3 * seconds; }
 double Frac(int n) { return n <= 1 ? 0.0 : static_cast<double>(n - 1) / n; }
 
+// A ring over nodes, as NCCL orders it (by node): of the n - 1 hops a step's data takes to go
+// round, nodes - 1 leave a node (inter-node latency) and the rest stay on NVLink.
+double RingLatencyS(const GroupShape& g, const Topology& topo) {
+  const int inter = g.nodes - 1;
+  return inter * topo.inter.latency_s + (g.size - 1 - inter) * topo.intra.latency_s;
+}
+
 }  // namespace
 
 std::string_view ToString(Collective c) {
@@ -126,13 +133,6 @@ Link GroupLink(const GroupShape& g, const Topology& topo) {
   return {std::min(topo.intra.bandwidth_bytes_per_s, nics), topo.inter.latency_s};
 }
 
-// A ring over nodes, as NCCL orders it (by node): of the n - 1 hops a step's data takes to go
-// round, nodes - 1 leave a node (inter-node latency) and the rest stay on NVLink.
-double RingLatencyS(const GroupShape& g, const Topology& topo) {
-  const int inter = g.nodes - 1;
-  return inter * topo.inter.latency_s + (g.size - 1 - inter) * topo.intra.latency_s;
-}
-
 double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topology& topo) {
   const Link link = GroupLink(g, topo);
   // Rings over nodes: the bandwidth term of the group's link, the latency hop by hop.
@@ -157,10 +157,15 @@ double CollectiveMs(Collective c, double bytes, const GroupShape& g, const Topol
                 2 * bytes / link.bandwidth_bytes_per_s);
     }
     case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      if (ring_over_nodes)
+      if (ring_over_nodes) {
         return AllGatherMs(bytes, g.size, bandwidth_only) + Ms(RingLatencyS(g, topo));
+      }
       return AllGatherMs(bytes, g.size, link);
+    case Collective::kReduceScatter:
+      if (ring_over_nodes) {
+        return ReduceScatterMs(bytes, g.size, bandwidth_only) + Ms(RingLatencyS(g, topo));
+      }
+      return ReduceScatterMs(bytes, g.size, link);
     case Collective::kSendRecv:
       return SendRecvMs(bytes, link);
     case Collective::kAllToAll: {

@@ -41,6 +41,22 @@ ModelConfig Llama(const char* name, int layers, int hidden, int ffn, int heads, 
   return m;
 }
 
+// Nemotron (NVIDIA's NeMo configs; Parmar et al. 2024, Table 1; Nvidia 2024, the 340B report,
+// Table 1): GPT's two-GEMM MLP of 4h with squared ReLU (priced as GeLU: the same GEMMs, and an
+// activation that reads and writes the same bytes), LayerNorm, rotary positions, no biases, no
+// dropout, untied embeddings, a 256,000-token vocabulary, sequence 4,096.
+ModelConfig Nemotron(const char* name, int layers, int hidden, int heads, int kv_heads) {
+  ModelConfig m = Gpt3(name, layers, hidden, heads);
+  m.kv_heads = kv_heads;
+  m.vocab = 256000;
+  m.seq_len = 4096;
+  m.position = Position::kRope;
+  m.tied_embeddings = false;
+  m.bias = false;
+  m.dropout = false;
+  return m;
+}
+
 ModelConfig Tiny() {
   ModelConfig m;
   m.name = "tiny";
@@ -70,13 +86,29 @@ const std::vector<ModelConfig>& Presets() {
       Gpt3("gpt3-6.7b", 32, 4096, 32),
       Gpt3("gpt3-13b", 40, 5120, 40),
       Gpt3("gpt3-175b", 96, 12288, 96),
+      // NeMo's GPT-3 5B and 20B (NeMo-Framework-Launcher, conf/training/gpt3/5b.yaml and
+      // 20b.yaml): GPT-3's style at sizes Brown et al. do not have.
+      Gpt3("gpt3-5b", 24, 4096, 32),
+      Gpt3("gpt3-20b", 44, 6144, 48),
       // Llama 2 (Touvron et al. 2023) and Llama 3 (Llama Team 2024, Table 3), as published
       // in the models' config.json files.
       Llama("llama2-7b", 32, 4096, 11008, 32, 32, 32000, 4096),
+      Llama("llama2-13b", 40, 5120, 13824, 40, 40, 32000, 4096),
       Llama("llama2-70b", 80, 8192, 28672, 64, 8, 32000, 4096),
       Llama("llama3-8b", 32, 4096, 14336, 32, 8, 128256, 8192),
       Llama("llama3-70b", 80, 8192, 28672, 64, 8, 128256, 8192),
       Llama("llama3-405b", 126, 16384, 53248, 128, 8, 128256, 8192),
+      // Llama 3.1 has Llama 3's shapes (its longer context comes from RoPE scaling and a
+      // final long-context phase; pre-training ran at 8,192 tokens, the sequence kept here).
+      Llama("llama3.1-8b", 32, 4096, 14336, 32, 8, 128256, 8192),
+      Llama("llama3.1-70b", 80, 8192, 28672, 64, 8, 128256, 8192),
+      Llama("llama3.1-405b", 126, 16384, 53248, 128, 8, 128256, 8192),
+      // Nemotron 8B and 22B (NeMo-Framework-Launcher, conf/training/nemotron/8b.yaml and
+      // 22b.yaml), Nemotron-4 15B (Parmar et al. 2024) and 340B (Nvidia 2024).
+      Nemotron("nemotron-8b", 32, 4096, 32, 32),
+      Nemotron("nemotron-22b", 40, 6144, 48, 48),
+      Nemotron("nemotron4-15b", 32, 6144, 48, 8),
+      Nemotron("nemotron4-340b", 96, 18432, 96, 8),
   };
   return presets;
 }

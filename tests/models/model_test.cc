@@ -18,7 +18,7 @@ double NarayananParams(const ModelConfig& m) {
 
 TEST(ModelTest, Gpt3ParametersMatchNarayananClosedForm) {
   for (const char* name : {"gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b",
-                           "gpt3-6.7b", "gpt3-13b", "gpt3-175b"}) {
+                           "gpt3-6.7b", "gpt3-13b", "gpt3-175b", "gpt3-5b", "gpt3-20b"}) {
     Expected<ModelConfig> m = FindPreset(name);
     ASSERT_TRUE(m) << name;
     const double expected = NarayananParams(*m) + 2.0 * m->hidden;
@@ -36,6 +36,42 @@ TEST(ModelTest, PublishedSizes) {
   EXPECT_EQ(TotalParameters(*FindPreset("llama3-8b")), 8030261248);
   EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("llama3-70b"))), 70.55e9, 0.01e9);
   EXPECT_NEAR(static_cast<double>(TotalParameters(*FindPreset("llama3-405b"))), 405.85e9, 0.1e9);
+  // Llama 2 13B: 13,015,864,320 (its config.json's shapes, counted by Hugging Face).
+  EXPECT_EQ(TotalParameters(*FindPreset("llama2-13b")), 13015864320);
+}
+
+// Nemotron-4's reports state embedding and non-embedding parameters apart, to 0.1B: 15B
+// (Parmar et al. 2024, Table 1) 12.5B non-embedding; 340B (Nvidia 2024, Table 1) 9.4B
+// embedding (input and output, untied) and 331.6B non-embedding.
+TEST(ModelTest, NemotronPublishedSizes) {
+  auto split = [](const char* name) {
+    const ModelConfig m = *FindPreset(name);
+    const double emb = static_cast<double>(EmbeddingParameters(m) + OutputParameters(m));
+    return std::pair{emb, static_cast<double>(TotalParameters(m)) - emb};
+  };
+  const auto [emb340, rest340] = split("nemotron4-340b");
+  EXPECT_NEAR(emb340, 9.4e9, 0.05e9);
+  EXPECT_NEAR(rest340, 331.6e9, 0.05e9);
+  EXPECT_NEAR(split("nemotron4-15b").second, 12.5e9, 0.05e9);
+  const ModelConfig m = *FindPreset("nemotron4-15b");
+  EXPECT_FALSE(m.bias);
+  EXPECT_FALSE(m.dropout);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_EQ(m.position, Position::kRope);
+  EXPECT_EQ(m.ffn_hidden, 4 * m.hidden);
+}
+
+// Llama 3.1 has Llama 3's shapes: only the name differs.
+TEST(ModelTest, Llama31IsLlama3) {
+  for (const char* size : {"8b", "70b", "405b"}) {
+    const ModelConfig a = *FindPreset(std::string("llama3-") + size);
+    const ModelConfig b = *FindPreset(std::string("llama3.1-") + size);
+    EXPECT_EQ(TotalParameters(a), TotalParameters(b)) << size;
+    EXPECT_EQ(a.layers, b.layers);
+    EXPECT_EQ(a.ffn_hidden, b.ffn_hidden);
+    EXPECT_EQ(a.kv_heads, b.kv_heads);
+    EXPECT_EQ(a.seq_len, b.seq_len);
+  }
 }
 
 TEST(ModelTest, Llama3_405bShape) {
@@ -53,7 +89,7 @@ TEST(ModelTest, Llama3_405bShape) {
 }
 
 TEST(ModelTest, PresetNamesAreAllFound) {
-  EXPECT_EQ(PresetNames().size(), 14u);
+  EXPECT_EQ(PresetNames().size(), 24u);
   for (const auto& n : PresetNames()) EXPECT_TRUE(FindPreset(n)) << n;
 }
 

@@ -114,6 +114,17 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
         "compute x %.4f\n",
         what.c_str(), buf, job.model_costs->straggler_ranks, job.model_costs->straggler_factor);
   }
+  // An unstated uneven split (models::SplitLayers): say which one the step was priced with.
+  if (const models::ModelConfig& m = job.config.model;
+      job.model_costs && m.layers_per_stage.empty() && job.schedule.num_stages > 0 &&
+      m.layers % job.schedule.num_stages != 0) {
+    const std::vector<models::StageCost>& st = job.model_costs->stages;
+    std::printf(
+        "layers: %d do not split evenly over %d stages: the first and the last hold %d, the "
+        "others %d (Megatron-Core's split that counts the embedding and the loss as layers); "
+        "model.layers_per_stage states another\n",
+        m.layers, job.schedule.num_stages, st.front().layers, st.size() > 2 ? st[1].layers : 0);
+  }
   std::printf("iteration time %.3f ms (%s), makespan %.3f ms, bubble %.2f%%\n", r.iteration_time_ms,
               r.optimizer_sync ? "optimizer_sync" : "no optimizer sync", r.makespan_ms,
               100.0 * r.bubble_fraction);

@@ -188,7 +188,9 @@ Expected<JobCosts> BuildJobCosts(const CostInputs& inputs, int num_stages);
 Status CheckCostInputs(const CostInputs& inputs, int num_stages);
 
 // The number of layers of each stage: `model.layers_per_stage` when given (length
-// num_stages, sum layers), else an even split (an error when it does not divide).
+// num_stages, sum layers), else an even split; where layers do not divide but layers + 2 do,
+// the first and last stage hold one layer fewer (Megatron-Core's split that counts the
+// embedding and the loss as layers); an error otherwise.
 Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
 
 // The share of the non-causal attention FLOPs (4bs²h forward) that a causal attention kernel

@@ -14,6 +14,7 @@
 #include <thread>
 #include <tuple>
 
+#include "models/costs.h"
 #include "models/program_memory.h"
 #include "schedule/build.h"
 #include "schedule/lower.h"
@@ -292,7 +293,10 @@ std::optional<ShapeKey> Classify(const JobConfig& base, PlanRow& row) {
   const models::ModelConfig& mc = base.model;
   if (mc.heads % p.tp != 0 || mc.kv_heads % p.tp != 0) return invalid("heads");
   const int chunks = ChunksOf(row.schedule, p.vpp);
-  if (mc.layers_per_stage.empty() && mc.layers % (p.pp * chunks) != 0) return invalid("layers");
+  // An even split, or Megatron-Core's with the embedding and the loss counted as layers.
+  if (mc.layers_per_stage.empty() && !models::SplitLayers(mc, p.pp * chunks)) {
+    return invalid("layers");
+  }
   const long long per_mb = static_cast<long long>(row.micro_batch) * p.dp;
   if (base.training.global_batch % per_mb != 0) return invalid("batch");
   row.microbatches = static_cast<int>(base.training.global_batch / per_mb);

@@ -27,8 +27,8 @@ for spec in "64 16000" "4096 1000000"; do
   fi
 done
 # The layers split over the stages, checked before the schedule too (tiny: 4 layers).
-expect 2 "model.layers \(4\) do not split evenly over 3 pipeline stages" -- simulate \
-  "$(job layers.yaml 'schedule: 1f1b\nmicrobatches: 300000\nparallel: {pp: 3}\nmodel: {preset: tiny}\n')"
+expect 2 "model.layers \(4\) do not split evenly over 5 pipeline stages" -- simulate \
+  "$(job layers.yaml 'schedule: 1f1b\nmicrobatches: 300000\nparallel: {pp: 5}\nmodel: {preset: tiny}\n')"
 
 # --- compare --out (defects 11, 12).
 p=$src/results/validation/pp2/pp2-1f1b/predicted.json

@@ -383,12 +383,13 @@ TEST(Job, CheapChecksComeBeforeTheScheduleIsBuilt) {
         << j.error().message;
     EXPECT_LT(s, 1.0) << layout;
   }
-  // The layers over pp x vpp stages too: 4 layers over 3 stages, 3.6 million actions.
+  // The layers over pp x vpp stages too: 4 layers over 5 stages (neither 4 nor 4 + 2 divides),
+  // 6 million actions.
   auto k =
-      ParseJob("schedule: 1f1b\nmicrobatches: 300000\nparallel: {pp: 3}\nmodel: {preset: tiny}\n",
+      ParseJob("schedule: 1f1b\nmicrobatches: 300000\nparallel: {pp: 5}\nmodel: {preset: tiny}\n",
                "job.yaml");
   ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.error().message.find("model.layers (4) do not split evenly over 3 pipeline stages"),
+  EXPECT_NE(k.error().message.find("model.layers (4) do not split evenly over 5 pipeline stages"),
             std::string::npos)
       << k.error().message;
 }

@@ -1462,13 +1462,46 @@ TEST(CostsTest, UnevenSplit) {
   ASSERT_FALSE(wrong_len);
   EXPECT_NE(wrong_len.error().message.find("layers_per_stage"), std::string::npos);
 
-  Expected<JobCosts> uneven = Costs(
+  // Unstated, 6 layers over 4 stages take Megatron-Core's split that counts the embedding and
+  // the loss as layers: the same [1, 2, 2, 1], to the bit.
+  Expected<JobCosts> megatron = Costs(
       "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\nmodel: {preset: tiny, layers: "
       "6}\n",
       4);
+  ASSERT_TRUE(megatron) << megatron.error().message;
+  for (std::size_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(megatron->stages[s].layers, c->stages[s].layers);
+    EXPECT_EQ(megatron->stages[s].forward_ms, c->stages[s].forward_ms);
+    EXPECT_EQ(megatron->stages[s].params, c->stages[s].params);
+  }
+
+  // 5 layers over 4 stages: neither 5 nor 5 + 2 divides.
+  Expected<JobCosts> uneven = Costs(
+      "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 4}\nmodel: {preset: tiny, layers: "
+      "5}\n",
+      4);
   ASSERT_FALSE(uneven);
   EXPECT_NE(uneven.error().message.find("job.yaml"), std::string::npos);
+  EXPECT_NE(uneven.error().message.find("layers + 2 = 7"), std::string::npos);
   EXPECT_NE(uneven.error().message.find("layers_per_stage"), std::string::npos);
+}
+
+// Llama 3 405B's 126 layers: over 16 x 8 stages the first and last hold none (the Llama 3
+// paper's split, Sec. 3.3.2), over 8 x 8 they hold one and the others two (NVIDIA's
+// dgxc-benchmarking recipe); an even split stays even, one stage holds everything.
+TEST(CostsTest, SplitLayersCountsEmbeddingAndLossAsLayers) {
+  ModelConfig m = *FindPreset("llama3-405b");
+  auto split = [&](int stages) { return *SplitLayers(m, stages); };
+  std::vector<int> llama3(128, 1);
+  llama3.front() = llama3.back() = 0;
+  EXPECT_EQ(split(128), llama3);
+  std::vector<int> dgxc(64, 2);
+  dgxc.front() = dgxc.back() = 1;
+  EXPECT_EQ(split(64), dgxc);
+  EXPECT_EQ(split(2), (std::vector<int>{63, 63}));
+  EXPECT_EQ(split(1), (std::vector<int>{126}));
+  EXPECT_EQ(split(4), (std::vector<int>{31, 32, 32, 31}));
+  EXPECT_FALSE(SplitLayers(m, 5));  // 126 % 5 = 1, 128 % 5 = 3
 }
 
 TEST(CostsTest, ClusterErrors) {

@@ -77,14 +77,15 @@ TEST(PlanTest, PrunedTopTenEqualsBruteForce) {
 }
 
 TEST(PlanTest, InvalidLayoutsCountedByReason) {
-  // 8 GPUs, 6 layers, batch 8; 3 × 4 × 2 × 2 = 48 layouts:
+  // 8 GPUs, 5 layers, batch 8; 3 × 4 × 2 × 2 = 48 layouts:
   //   gpus   tp·pp does not divide 8: tp 3 (16), pp 3 with tp 1, 2 (8)        = 24
   //   sp     sp with tp 1, pp 1, 2, 4                                          =  6
-  //   layers pp 4 (6 layers): tp 1 sp false (2), tp 2 (4)                      =  6
-  //   batch  micro_batch 3 never divides 8 / dp: pp 1, 2: tp 1 (2), tp 2 (4)   =  6
-  //   valid  micro_batch 1, pp 1, 2: tp 1 (2), tp 2 (4)                        =  6
+  //   layers pp 2 and 4 (neither 5 nor 5 + 2 divides): tp 1 sp false (2 + 2),
+  //          tp 2 (4 + 4)                                                      = 12
+  //   batch  micro_batch 3 never divides 8 / dp: pp 1: tp 1 (1), tp 2 (2)      =  3
+  //   valid  micro_batch 1, pp 1: tp 1 (1), tp 2 (2)                           =  3
   const PlanFile plan = Parse(R"(schedule: 1f1b
-model: {preset: tiny, layers: 6}
+model: {preset: tiny, layers: 5}
 training: {global_batch: 8}
 cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 1}
 search: {tp: [1, 2, 3], pp: [1, 2, 3, 4], sp: [false, true], micro_batch: [1, 3]}
@@ -93,9 +94,9 @@ search: {tp: [1, 2, 3], pp: [1, 2, 3, 4], sp: [false, true], micro_batch: [1, 3]
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->evaluated, 48);
   const std::map<std::string, std::int64_t> want = {
-      {"gpus", 24}, {"sp", 6}, {"layers", 6}, {"batch", 6}};
+      {"gpus", 24}, {"sp", 6}, {"layers", 12}, {"batch", 3}};
   EXPECT_EQ(r->invalid, want);
-  EXPECT_EQ(r->feasible + r->infeasible_memory, 6);
+  EXPECT_EQ(r->feasible + r->infeasible_memory, 3);
   EXPECT_EQ(r->top.size(), 3u);
 }
 

@@ -312,13 +312,19 @@ int CmdPresets(int argc, char** argv) {
                      po::options_description("options"));
   if (!a) return Fail(a.error());
   if (a->help) return 0;
-  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s  %s\n", "model", "layers", "hidden", "ffn",
-              "heads", "kv", "vocab", "seq", "parameters");
+  std::printf("%-14s %7s %7s %7s %6s %6s %7s %6s %11s  %s\n", "model", "layers", "hidden", "ffn",
+              "heads", "kv", "vocab", "seq", "parameters", "style (model: keys)");
   for (const std::string& name : models::PresetNames()) {
     const models::ModelConfig m = *models::FindPreset(name);
-    std::printf("%-14s %7d %7d %7d %6d %6d %7d %6d  %.3g\n", name.c_str(), m.layers, m.hidden,
+    std::string style = std::string(models::ToString(m.mlp)) + " " +
+                        std::string(models::ToString(m.norm)) + " " +
+                        std::string(models::ToString(m.position));
+    style += m.bias ? " bias" : " no-bias";
+    style += m.dropout ? " dropout" : " no-dropout";
+    style += m.tied_embeddings ? " tied" : " untied";
+    std::printf("%-14s %7d %7d %7d %6d %6d %7d %6d %11.3g  %s\n", name.c_str(), m.layers, m.hidden,
                 m.ffn_hidden, m.heads, m.kv_heads, m.vocab, m.seq_len,
-                static_cast<double>(models::TotalParameters(m)));
+                static_cast<double>(models::TotalParameters(m)), style.c_str());
   }
   std::printf("\n%-16s %12s %12s %10s\n", "device", "bf16 TFLOP/s", "fp32 TFLOP/s", "memory GiB");
   for (const std::string& name : models::DeviceNames()) {

@@ -715,7 +715,11 @@ std::string PlanSummary(const PlanResult& r) {
                 static_cast<long long>(r.infeasible_memory), static_cast<long long>(r.feasible),
                 static_cast<long long>(r.simulated), static_cast<long long>(r.pruned));
   out += buf;
-  if (r.top.empty()) return out + "no layout fits in memory\n";
+  if (r.top.empty()) {
+    return out + (r.infeasible_memory > 0
+                      ? "no layout fits in memory\n"
+                      : "no layout is valid: widen search: (the reasons are counted above)\n");
+  }
   std::snprintf(
       buf, sizeof buf,
       "top %zu by tokens/s:\n%2s %-16s %3s %3s %3s %4s %3s %-3s %2s %3s %-9s %3s %4s %10s "

@@ -16,6 +16,9 @@ done
 expect 0 "--test-fault.*for tests only" -- run --help
 # presets: the shapes and the style a preset brings (Nemotron-4 340B: Nvidia 2024, Table 1).
 expect 0 "nemotron4-340b +96 +18432 +73728 +96 +8 +256000 +4096 +3.41e\+11 +gelu layernorm rope no-bias no-dropout untied" -- presets
+# A plan whose every layout is invalid says so (not "no layout fits in memory").
+expect 0 "^no layout is valid: widen search:" -- plan \
+  "$(job allinvalid.yaml 'schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\ncluster: {device: a100-sxm-80gb, gpus_per_node: 5, nodes: 1}\nsearch: {pp: [5]}\n')"
 # Layers that do not divide over the stages: Megatron-Core's split, and simulate says so.
 expect 0 "layers: 6 do not split evenly over 4 stages: the first and the last hold 1, the others 2" -- simulate \
   "$(job split.yaml 'schedule: 1f1b\nparallel: {pp: 4}\nmodel: {preset: tiny, layers: 6}\ntraining: {global_batch: 8}\ncluster: {device: a100-sxm-80gb, gpus_per_node: 4, nodes: 1}\n')"

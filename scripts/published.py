@@ -146,6 +146,19 @@ def main(argv):
             if sel:
                 out.append("| %s | %s | %d | %.1f%% | %.1f%% |"
                            % (dev, split, len(sel), sum(sel) / len(sel), max(sel)))
+    # Source by source (a folder of examples/published/): the signed mean shows a bias that the
+    # absolute mean hides.
+    out.append("")
+    out.append("| source | device | runs | signed mean error | mean abs error | max abs error |")
+    out.append("|---|---|--:|--:|--:|--:|")
+    groups = {}
+    for r in runs:
+        folder = os.path.relpath(r["path"], os.path.join(root, "examples", "published"))
+        groups.setdefault((folder.split(os.sep)[0], r["device"]), []).append(r["error"])
+    for (folder, dev), errs in sorted(groups.items()):
+        out.append("| %s | %s | %d | %+.1f%% | %.1f%% | %.1f%% |"
+                   % (folder, dev, len(errs), sum(errs) / len(errs),
+                      sum(abs(e) for e in errs) / len(errs), max(abs(e) for e in errs)))
     print("\n".join(out))
     return 0
 

@@ -110,6 +110,7 @@ void AddThroughput(Report& r, const ResolvedJob& job, double iter_s) {
                                        : 0.0};
   r.job = JobSummary{jc.model.name, world,          world / c.parallel.pp, jc.total_parameters,
                      model_flops,   hardware_flops, jc.cluster.device.name};
+  for (const models::StageCost& sc : jc.stages) r.job->layers_per_stage.push_back(sc.layers);
 }
 
 }  // namespace

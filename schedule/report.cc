@@ -87,6 +87,7 @@ std::string ReportToJson(const Report& r) {
                 {"model_flops_per_iteration", x.model_flops_per_iteration},
                 {"hardware_flops_per_iteration", x.hardware_flops_per_iteration},
                 {"device", x.device}};
+    if (!x.layers_per_stage.empty()) j["job"]["layers_per_stage"] = x.layers_per_stage;
   }
   if (r.profile) {
     j["profile"] = r.profile->path;
@@ -331,6 +332,19 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
                          NumIn(x, "model_flops_per_iteration", "job."),
                          NumIn(x, "hardware_flops_per_iteration", "job."),
                          Str(x, "device", "job.")};
+      if (Has(x, "layers_per_stage")) {
+        const std::vector<double> v = Numbers(x, "layers_per_stage", "job.");
+        if (v.size() > static_cast<std::size_t>(kMaxCount)) {
+          throw BadField{"job.layers_per_stage: too many entries"};
+        }
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          if (!(v[i] >= 0 && v[i] <= 1 << 20) || v[i] != std::floor(v[i])) {
+            throw BadField{"job.layers_per_stage[" + std::to_string(i) +
+                           "]: must be an integer in [0, 1048576]"};
+          }
+          r.job->layers_per_stage.push_back(static_cast<int>(v[i]));
+        }
+      }
     }
     if (Has(j, "profile")) {
       ProfileUse p;

@@ -84,6 +84,9 @@ struct JobSummary {
   double model_flops_per_iteration = 0;
   double hardware_flops_per_iteration = 0;
   std::string device;
+  // The decoder layers of each pipeline stage as priced and run (models::SplitLayers); empty
+  // in a report written before the key existed.
+  std::vector<int> layers_per_stage;
 };
 struct ProfileUse {  // simulate --profile
   std::string path;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -190,6 +192,31 @@ TEST(ReportBuilder, JsonRoundTripKeepsTheTypedSections) {
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(ReportToJson(*back), text);
   ASSERT_TRUE(back->breakdown && back->memory && back->job && back->measured);
+  EXPECT_EQ(back->job->layers_per_stage, (std::vector<int>{2, 2}));  // tiny: 4 layers
+}
+
+// The report states the layers of each stage: 6 over 4 stages is Megatron-Core's split
+// (models::SplitLayers); a report without the key (written before it) reads; a bad entry is
+// named.
+TEST(ReportBuilder, LayersPerStageAreReported) {
+  const ResolvedJob job =
+      Job("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4}\nmodel: {preset: tiny, layers: "
+          "6}\ncluster: {device: cpu}\n");
+  auto sim = Simulate(job, false);
+  ASSERT_TRUE(sim.ok());
+  ASSERT_TRUE(sim->report.job);
+  EXPECT_EQ(sim->report.job->layers_per_stage, (std::vector<int>{1, 2, 2, 1}));
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(ReportToJson(sim->report));
+  j["job"].erase("layers_per_stage");
+  auto old = ReportFromJson(j.dump(), "r.json");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_TRUE(old->job->layers_per_stage.empty());
+  j["job"]["layers_per_stage"] = {1, 2.5};
+  auto bad = ReportFromJson(j.dump(), "r.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("job.layers_per_stage[1]: must be an integer"),
+            std::string::npos)
+      << bad.error().message;
 }
 
 // Parameter servers: the predicted rows (the cost model's stage sizes; the CPU executor's

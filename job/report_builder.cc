@@ -108,8 +108,8 @@ void AddThroughput(Report& r, const ResolvedJob& job, double iter_s) {
                                    jc.peak_flops_per_device > 0
                                        ? hardware_flops / iter_s / world / jc.peak_flops_per_device
                                        : 0.0};
-  r.job = JobSummary{jc.model.name, world,          world / c.parallel.pp, jc.total_parameters,
-                     model_flops,   hardware_flops, jc.cluster.device.name};
+  r.job = JobSummary{jc.model.name, world,          world / c.parallel.pp,  jc.total_parameters,
+                     model_flops,   hardware_flops, jc.cluster.device.name, {}};
   for (const models::StageCost& sc : jc.stages) r.job->layers_per_stage.push_back(sc.layers);
 }
 

@@ -331,7 +331,8 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
                          IntIn(x, "parameters", "job.", 0, kMaxBytes),
                          NumIn(x, "model_flops_per_iteration", "job."),
                          NumIn(x, "hardware_flops_per_iteration", "job."),
-                         Str(x, "device", "job.")};
+                         Str(x, "device", "job."),
+                         {}};
       if (Has(x, "layers_per_stage")) {
         const std::vector<double> v = Numbers(x, "layers_per_stage", "job.");
         if (v.size() > static_cast<std::size_t>(kMaxCount)) {

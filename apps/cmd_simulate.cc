@@ -114,6 +114,44 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
         "compute x %.4f\n",
         what.c_str(), buf, job.model_costs->straggler_ranks, job.model_costs->straggler_factor);
   }
+  // The training defaults that moved this prediction without the file saying so: a user (or
+  // someone writing a published run's job) sees what was assumed and which key states it.
+  if (job.model_costs && job.config.cluster.device.name != "cpu") {
+    const JobConfig& c = job.config;
+    const models::TrainingConfig& t = c.training;
+    const ParallelConfig& par = c.parallel;
+    std::vector<std::string> assumed;
+    auto add = [&](const std::string& key, const std::string& what) {
+      if (!c.source.Has("training." + key)) assumed.push_back(key + " " + what);
+    };
+    const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+    add("flash_attention", b(t.flash_attention) + " (" + c.cluster.device.name + "'s default)");
+    if (par.tp > 1) add("overlap.tp_comm", b(t.overlap.tp_comm));
+    if (par.tp > 1) {
+      add("overlap.tp_dgrad_reduce", b(t.tp_dgrad_overlap(par.sp)) + " (follows parallel.sp)");
+    }
+    if (par.dp * par.cp > 1) {
+      add("overlap.grad_reduce", b(t.overlap.grad_reduce));
+      if (par.zero == 1 || par.zero == 2) add("overlap.param_gather", b(t.overlap.param_gather));
+      if (t.mixed_precision()) {
+        add("grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
+      }
+    }
+    if (par.pp > 1) {
+      add("pipeline_engine",
+          t.pipeline_engine == models::PipelineEngine::kMegatron ? "megatron" : "deepspeed");
+    }
+    add("cross_entropy", std::string(models::ToString(t.cross_entropy)));
+    if (t.mixed_precision() && t.optimizer == models::Optimizer::kAdam) {
+      add("master_weights", std::string(models::ToString(t.master_weights)));
+    }
+    if (!assumed.empty()) {
+      std::string line;
+      for (const std::string& a : assumed) line += (line.empty() ? "" : ", ") + a;
+      std::printf("assumed (training: keys the job leaves out; models/README.md): %s\n",
+                  line.c_str());
+    }
+  }
   // An unstated uneven split (models::SplitLayers): say which one the step was priced with.
   if (const models::ModelConfig& m = job.config.model;
       job.model_costs && m.layers_per_stage.empty() && job.schedule.num_stages > 0 &&

@@ -45,6 +45,8 @@ class SourceMap {
   std::string Where(std::string_view key) const;
   // Bad input at `key`: "<Where(key)>: <what>".
   Error At(std::string_view key, std::string_view what) const;
+  // Whether the file states `key` (a dotted path: "training.overlap.tp_comm").
+  bool Has(std::string_view key) const { return marks_.find(key) != marks_.end(); }
 
  private:
   std::string path_;

@@ -16,6 +16,11 @@ done
 expect 0 "--test-fault.*for tests only" -- run --help
 # presets: the shapes and the style a preset brings (Nemotron-4 340B: Nvidia 2024, Table 1).
 expect 0 "nemotron4-340b +96 +18432 +73728 +96 +8 +256000 +4096 +3.41e\+11 +gelu layernorm rope no-bias no-dropout untied" -- presets
+# simulate names the training defaults it assumed, and only those the job leaves out.
+expect 0 "^assumed .*: flash_attention false \(a100-sxm-80gb's default\), overlap.tp_comm false, overlap.tp_dgrad_reduce true \(follows parallel.sp\), overlap.grad_reduce false, grad_reduce_dtype fp32, pipeline_engine megatron, cross_entropy unfused, master_weights fp32$" -- \
+  simulate "$src/examples/models/gpt3-175b.yaml"
+expect 0 "^assumed .*: pipeline_engine megatron, cross_entropy unfused$" -- \
+  simulate "$src/examples/published/nemo2024/04-gpt3-175b-512gpu.yaml"
 # A plan whose every layout is invalid says so (not "no layout fits in memory").
 expect 0 "^no layout is valid: widen search:" -- plan \
   "$(job allinvalid.yaml 'schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\ncluster: {device: a100-sxm-80gb, gpus_per_node: 5, nodes: 1}\nsearch: {pp: [5]}\n')"

@@ -126,8 +126,8 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     };
     const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
     add("flash_attention", b(t.flash_attention) + " (" + c.cluster.device.name + "'s default)");
-    if (par.tp > 1) add("overlap.tp_comm", b(t.overlap.tp_comm));
     if (par.tp > 1) {
+      add("overlap.tp_comm", b(t.overlap.tp_comm));
       add("overlap.tp_dgrad_reduce", b(t.tp_dgrad_overlap(par.sp)) + " (follows parallel.sp)");
     }
     if (par.dp * par.cp > 1) {

@@ -407,26 +407,30 @@ Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages) {
     }
     return m.layers_per_stage;
   }
+  if (!LayersSplit(m.layers, num_stages)) {
+    return Error::BadInput(
+        "model.layers (" + Str(m.layers) + ") do not split evenly over " + Str(num_stages) +
+        " pipeline stages (pp x chunks per rank), nor with the first and last stage one layer "
+        "fewer (layers + 2 = " +
+        Str(m.layers + 2) +
+        " would have to divide); give model.layers_per_stage: [...] with one count per stage");
+  }
   if (m.layers % num_stages == 0) {
     return std::vector<int>(static_cast<std::size_t>(num_stages), m.layers / num_stages);
   }
-  if (const int slots = m.layers + 2; num_stages >= 2 && slots % num_stages == 0) {
-    // Megatron-Core's --account-for-embedding-in-pipeline-split and
-    // --account-for-loss-in-pipeline-split: the embedding counts as a layer of the first stage
-    // and the output layer with the loss as one of the last, so both hold one layer fewer
-    // (Llama 3 405B's 126 layers over 16 x 8 stages: 0, 1, ..., 1, 0).
-    std::vector<int> split(static_cast<std::size_t>(num_stages), slots / num_stages);
-    split.front() -= 1;
-    split.back() -= 1;
-    return split;
-  }
-  return Error::BadInput("model.layers (" + Str(m.layers) + ") do not split evenly over " +
-                         Str(num_stages) +
-                         " pipeline stages (pp x chunks per rank), nor with the first and last "
-                         "stage one layer fewer (layers + 2 = " +
-                         Str(m.layers + 2) +
-                         " would have to divide); give model.layers_per_stage: [...] with one "
-                         "count per stage");
+  // Megatron-Core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split: the embedding counts as a layer of the first stage
+  // and the output layer with the loss as one of the last, so both hold one layer fewer
+  // (Llama 3 405B's 126 layers over 16 x 8 stages: 0, 1, ..., 1, 0).
+  std::vector<int> split(static_cast<std::size_t>(num_stages), (m.layers + 2) / num_stages);
+  split.front() -= 1;
+  split.back() -= 1;
+  return split;
+}
+
+bool LayersSplit(int layers, int num_stages) {
+  if (num_stages < 1) return false;
+  return layers % num_stages == 0 || (num_stages >= 2 && (layers + 2) % num_stages == 0);
 }
 
 namespace {

@@ -192,6 +192,9 @@ Status CheckCostInputs(const CostInputs& inputs, int num_stages);
 // the first and last stage hold one layer fewer (Megatron-Core's split that counts the
 // embedding and the loss as layers); an error otherwise.
 Expected<std::vector<int>> SplitLayers(const ModelConfig& m, int num_stages);
+// Whether SplitLayers splits `layers` over `num_stages` without model.layers_per_stage: an
+// even split or Megatron-Core's (no allocation: plan asks it of every layout).
+bool LayersSplit(int layers, int num_stages);
 
 // The share of the non-causal attention FLOPs (4bs²h forward) that a causal attention kernel
 // executes: with flash attention the key blocks of kFlashBlock tokens wholly above the

@@ -294,7 +294,7 @@ std::optional<ShapeKey> Classify(const JobConfig& base, PlanRow& row) {
   if (mc.heads % p.tp != 0 || mc.kv_heads % p.tp != 0) return invalid("heads");
   const int chunks = ChunksOf(row.schedule, p.vpp);
   // An even split, or Megatron-Core's with the embedding and the loss counted as layers.
-  if (mc.layers_per_stage.empty() && !models::SplitLayers(mc, p.pp * chunks)) {
+  if (mc.layers_per_stage.empty() && !models::LayersSplit(mc.layers, p.pp * chunks)) {
     return invalid("layers");
   }
   const long long per_mb = static_cast<long long>(row.micro_batch) * p.dp;

@@ -1502,6 +1502,10 @@ TEST(CostsTest, SplitLayersCountsEmbeddingAndLossAsLayers) {
   EXPECT_EQ(split(1), (std::vector<int>{126}));
   EXPECT_EQ(split(4), (std::vector<int>{31, 32, 32, 31}));
   EXPECT_FALSE(SplitLayers(m, 5));  // 126 % 5 = 1, 128 % 5 = 3
+  // plan's allocation-free check agrees with SplitLayers on every stage count up to 300.
+  for (int stages = 1; stages <= 300; ++stages) {
+    EXPECT_EQ(LayersSplit(126, stages), SplitLayers(m, stages).ok()) << stages;
+  }
 }
 
 TEST(CostsTest, ClusterErrors) {

@@ -138,8 +138,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
       }
     }
     if (par.pp > 1) {
-      add("pipeline_engine",
-          t.pipeline_engine == models::PipelineEngine::kMegatron ? "megatron" : "deepspeed");
+      add("pipeline_engine", std::string(models::ToString(t.pipeline_engine)));
     }
     add("cross_entropy", std::string(models::ToString(t.cross_entropy)));
     if (t.mixed_precision() && t.optimizer == models::Optimizer::kAdam) {

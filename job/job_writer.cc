@@ -113,7 +113,7 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
     Key(e, "zero3_nics", std::string(t.zero3_nics == models::Zero3Nics::kRank ? "rank" : "node"));
   }
   if (t.pipeline_engine == models::PipelineEngine::kDeepSpeed)
-    Key(e, "pipeline_engine", std::string("deepspeed"));
+    Key(e, "pipeline_engine", std::string(models::ToString(t.pipeline_engine)));
   if (t.cross_entropy == models::CrossEntropy::kFused)
     Key(e, "cross_entropy", std::string("fused"));
   if (t.master_weights != models::MasterWeights::kFp32)

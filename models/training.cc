@@ -52,6 +52,10 @@ std::string_view ToString(CrossEntropy v) {
   return v == CrossEntropy::kUnfused ? "unfused" : "fused";
 }
 
+std::string_view ToString(PipelineEngine v) {
+  return v == PipelineEngine::kMegatron ? "megatron" : "deepspeed";
+}
+
 std::string_view ToString(MasterWeights v) {
   return v == MasterWeights::kFp32 ? "fp32" : "remainders";
 }

@@ -152,5 +152,6 @@ std::string_view ToString(GradReduceDtype v);
 std::string_view ToString(DpSync v);
 std::string_view ToString(CrossEntropy v);
 std::string_view ToString(MasterWeights v);
+std::string_view ToString(PipelineEngine v);
 
 }  // namespace pipetwin::models

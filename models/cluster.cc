@@ -523,7 +523,22 @@ double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
   const double factor = fp8 ? d.fp8_gemm_factor : 1.0;
   const double mnk_half =
       fp8 ? d.gemm_mnk_half * factor * d.peak_fp8_flops / d.peak_bf16_flops : d.gemm_mnk_half;
-  return 1e3 * flops / (d.PeakFlops(p) * factor * Efficiency(d, m, n, k, mnk_half));
+  const double compute_ms =
+      1e3 * flops / (d.PeakFlops(p) * factor * Efficiency(d, m, n, k, mnk_half));
+  return std::max(compute_ms, GemmMemoryFloorMs(d, p, m, n, k));
+}
+
+// The roofline's memory-bound region: the operands read once and the result written once
+// (fp8 inputs 1 byte, bf16/fp16 2, fp32 4; the result in bf16, fp32 for an fp32 GEMM).
+// Transformer training's GEMMs sit above the ridge point (an H100's bf16 ridge is 295 FLOP per
+// byte at peak, 233 at the model's achieved rates; a 4,096-token GEMM with k = 4,096 and a
+// tensor-parallel n = 512 does 410), so this floor binds only for skinny shapes: a few tokens
+// per micro-batch, a matrix-vector product. (Not one row of results/published.md moves.)
+double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const double in_bytes = p == Precision::kFp8 ? 1 : p == Precision::kFp32 ? 4 : 2;
+  const double out_bytes = p == Precision::kFp32 ? 4 : 2;
+  return MemoryBoundMs(d, in_bytes * (m * k + k * n) + out_bytes * m * n);
 }
 
 double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward) {

@@ -194,6 +194,9 @@ Expected<ClusterConfig> ParseClusterConfig(const YAML::Node& node, const YamlFie
 // Achieved fraction of peak for a GEMM of m x n x k (saturating in mnk).
 double GemmEfficiency(const DeviceSpec& d, double m, double n, double k);
 double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k);
+// The least time of that GEMM on the roofline's memory side: its operands read and its result
+// written once at the HBM rate (GemmMs never returns less).
+double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, double k);
 // Attention core (QK^T, softmax, AV) given its FLOPs and the total size m*n*k of one of its
 // batched matmuls (summed over heads and sequences), forward or backward.
 double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward);

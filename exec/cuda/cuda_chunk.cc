@@ -1,8 +1,10 @@
 #include "exec/cuda/cuda_chunk.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "exec/cuda/kernels.h"
@@ -78,10 +80,10 @@ CudaChunk<T>::CudaChunk(const gpt::ModelConfig& model, const gpt::ChunkSpec& spe
   params_ = DT(a, MemCategory::kParams, 1, n);
   grads_ = DT(a, MemCategory::kGrads, 1, n);
   // Initial values: exactly the CPU's (gpt::InitParam), uploaded in float32.
+  // On the host's cores (a GPU node has tens; one core takes about a minute for 1B values).
   std::vector<float> host(static_cast<std::size_t>(n));
-  for (const gpt::ParamInfo& p : layout_.params) {
-    gpt::InitParam(p, tp, model, host.data() + p.offset);
-  }
+  gpt::InitParams(layout_, tp, model, host.data(),
+                  static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   DeviceTensor<float> staging(a, MemCategory::kWorkspace, 1, n);
   PT_CUDA_CHECK(cudaMemcpyAsync(staging.data(), host.data(), staging.bytes(),
                                 cudaMemcpyHostToDevice, ctx.compute));
@@ -108,6 +110,14 @@ CudaChunk<T>::~CudaChunk() = default;
 template <class T>
 typename CudaChunk<T>::DT CudaChunk<T>::New(I64 rows, I64 cols) const {
   return DT(*ctx_->alloc, MemCategory::kWorkspace, rows, cols);
+}
+
+// Workspace for `sums` column sums over `rows` rows (kernels.h, ColumnSumWorkspace), freed in
+// stream order once the statement that launched the sums ends.
+template <class T>
+DeviceTensor<float> CudaChunk<T>::ColumnWork(I64 rows, I64 cols, int sums) const {
+  return DeviceTensor<float>(*ctx_->alloc, MemCategory::kWorkspace, 1,
+                             sums * ColumnSumWorkspace(rows, cols));
 }
 
 template <class T>
@@ -199,7 +209,8 @@ void CudaChunk<T>::LinearWeight(const DT& x, const DT& dy, std::size_t w, std::s
   const I64 n = x.rows(), in = x.cols(), out = dy.cols();
   Mm(LinearWeightGemm(n, in, out), x.data(), dy.data(), G(w));
   if (b != std::size_t(-1)) {
-    LaunchBiasGrad<T>(dy.data(), G(b), bias_row_begin, bias_rows, out, ctx_->compute);
+    DeviceTensor<float> work = ColumnWork(bias_rows, out, 1);
+    LaunchBiasGrad<T>(dy.data(), G(b), work.data(), bias_row_begin, bias_rows, out, ctx_->compute);
   }
 }
 
@@ -289,7 +300,8 @@ typename CudaChunk<T>::DT CudaChunk<T>::BlockBackwardInput(const BlockOffsets& o
   dm1 = Reduce(std::move(dm1));
   DT dx1 = New(R, h);
   LaunchLayerNormBackward<T>(dm1.data(), s->x1.data(), P(o.ln2_g), dy_residual, dx1.data(),
-                             G(o.ln2_g), G(o.ln2_b), ln_stats_.data(), R, h, eps, st);
+                             G(o.ln2_g), G(o.ln2_b), ln_stats_.data(), ColumnWork(R, h, 2).data(),
+                             R, h, eps, st);
   s->x1.Reset();
   dm1.Reset();
   dy_keep.Reset();
@@ -339,7 +351,8 @@ typename CudaChunk<T>::DT CudaChunk<T>::BlockBackwardInput(const BlockOffsets& o
   da1 = Reduce(std::move(da1));
   DT dx = New(R, h);
   LaunchLayerNormBackward<T>(da1.data(), s->x.data(), P(o.ln1_g), dx1_residual, dx.data(),
-                             G(o.ln1_g), G(o.ln1_b), ln_stats_.data(), R, h, eps, st);
+                             G(o.ln1_g), G(o.ln1_b), ln_stats_.data(), ColumnWork(R, h, 2).data(),
+                             R, h, eps, st);
   s->x.Reset();
   return dx;
 }
@@ -443,8 +456,8 @@ void CudaChunk<T>::BackwardInput(I64 mb, const T* grad_output, T* grad_input) {
     DT dy;
     LinearInput(s.dlogits, w.offset, h, &dy);
     LaunchLayerNormBackward<T>(dy.data(), s.head_x.data(), P(lg.offset), nullptr, g.data(),
-                               G(lg.offset), G(lb.offset), ln_stats_.data(), R, h,
-                               model_.layernorm_eps, st);
+                               G(lg.offset), G(lb.offset), ln_stats_.data(),
+                               ColumnWork(R, h, 2).data(), R, h, model_.layernorm_eps, st);
     s.head_x.Reset();
   } else {
     PT_CUDA_CHECK(cudaMemcpyAsync(g.data(), grad_output, g.bytes(), cudaMemcpyDeviceToDevice, st));

@@ -93,6 +93,7 @@ class CudaChunk {
   T* P(std::size_t off) const { return params_.data() + off; }
   T* G(std::size_t off) const { return grads_.data() + off; }
   DT New(std::int64_t rows, std::int64_t cols) const;
+  DeviceTensor<float> ColumnWork(std::int64_t rows, std::int64_t cols, int sums) const;
   DT Reduce(DT partial);
   DT Gather(DT local);
   void Mm(const RowMajorGemm& g, const T* a, const T* b, void* c, DType c_type);

@@ -30,11 +30,16 @@ template <class T>
 void LaunchLayerNormForward(const T* x, const T* gamma, const T* beta, T* y, I64 rows, I64 h,
                             float eps, cudaStream_t s);
 // dx = LayerNorm'(x)^T dy (+ residual when not null); dgamma += sum dy*xhat, dbeta += sum dy.
-// stats: a float workspace of 2 * rows (mean, rstd recomputed from the saved input x).
+// stats: a float workspace of 2 * rows (mean, rstd recomputed from the saved input x); work:
+// 2 * ColumnSumWorkspace(rows, h) floats for the parameter gradients' column sums.
 template <class T>
 void LaunchLayerNormBackward(const T* dy, const T* x, const T* gamma, const T* residual, T* dx,
-                             T* dgamma, T* dbeta, float* stats, I64 rows, I64 h, float eps,
-                             cudaStream_t s);
+                             T* dgamma, T* dbeta, float* stats, float* work, I64 rows, I64 h,
+                             float eps, cudaStream_t s);
+
+// Floats of workspace one column sum over `rows` rows of `cols` columns takes (a partial sum
+// per column and block of rows; the sums are deterministic, in a fixed order).
+I64 ColumnSumWorkspace(I64 rows, I64 cols);
 
 // In place over `rows` rows of `seq` scores (row r is query r % seq): causal softmax of
 // scale * scores. Backward turns dP into dS in place, from the saved probabilities.
@@ -52,9 +57,11 @@ void LaunchGeluBackward(const T* x, const T* dy, T* dx, I64 n, cudaStream_t s);
 // y[r, c] += b[c].
 template <class T>
 void LaunchAddBias(T* y, const T* b, I64 rows, I64 cols, cudaStream_t s);
-// db[c] += sum over rows [row_begin, row_begin + rows) of dy[r, c].
+// db[c] += sum over rows [row_begin, row_begin + rows) of dy[r, c]; work: ColumnSumWorkspace(rows,
+// cols) floats.
 template <class T>
-void LaunchBiasGrad(const T* dy, T* db, I64 row_begin, I64 rows, I64 cols, cudaStream_t s);
+void LaunchBiasGrad(const T* dy, T* db, float* work, I64 row_begin, I64 rows, I64 cols,
+                    cudaStream_t s);
 // y += x (residual), n elements.
 template <class T>
 void LaunchAdd(T* y, const T* x, I64 n, cudaStream_t s);

@@ -1,8 +1,12 @@
 #include "exec/model/params.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 namespace pipetwin::gpt {
 
@@ -114,9 +118,13 @@ float NormalFromKey(std::uint64_t key) {
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
 }
 
-void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local) {
+namespace {
+
+// Rows [row_begin, row_end) of InitParam.
+void InitParamRows(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local,
+                   Index row_begin, Index row_end) {
   const std::uint64_t base = Mix64(model.seed ^ HashString(p.name));
-  for (Index r = 0; r < p.rows; ++r) {
+  for (Index r = row_begin; r < row_end; ++r) {
     for (Index c = 0; c < p.cols; ++c) {
       float v = 0.0f;
       switch (p.init) {
@@ -134,6 +142,39 @@ void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model,
       local[r * p.cols + c] = v;
     }
   }
+}
+
+}  // namespace
+
+void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local) {
+  InitParamRows(p, tp, model, local, 0, p.rows);
+}
+
+void InitParams(const ParamLayout& layout, const TpConfig& tp, const ModelConfig& model,
+                float* base, int threads) {
+  // Work items of about 2^20 values: one parameter's block of rows each.
+  struct Item {
+    const ParamInfo* p;
+    Index row_begin, row_end;
+  };
+  constexpr Index kBlock = Index{1} << 20;
+  std::vector<Item> items;
+  for (const ParamInfo& p : layout.params) {
+    const Index rows = std::max<Index>(1, kBlock / std::max<Index>(1, p.cols));
+    for (Index r = 0; r < p.rows; r += rows) items.push_back({&p, r, std::min(p.rows, r + rows)});
+  }
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < items.size(); i = next++) {
+      const Item& it = items[i];
+      InitParamRows(*it.p, tp, model, base + it.p->offset, it.row_begin, it.row_end);
+    }
+  };
+  const auto n = static_cast<std::size_t>(std::max(1, threads));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < std::min(n, items.size()); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
 }
 
 std::string BlockParamName(int layer, const char* what) {

@@ -76,6 +76,13 @@ void UnshardIntoFull(const ParamInfo& p, const TpConfig& tp, const float* local,
 // Fills `local` with this rank's shard of the parameter's seeded initial value.
 void InitParam(const ParamInfo& p, const TpConfig& tp, const ModelConfig& model, float* local);
 
+// Every parameter of `layout` (each at base + its offset), the values InitParam gives, on up
+// to `threads` threads over blocks of rows. Each value depends on its key alone, so the result
+// is the same bit for bit whatever the thread count. (A billion parameters take about a
+// minute on one core: the CUDA backend initialises on the host, then uploads.)
+void InitParams(const ParamLayout& layout, const TpConfig& tp, const ModelConfig& model,
+                float* base, int threads);
+
 // splitmix64: the counter-based hash behind every seeded number of the executor's model.
 std::uint64_t Mix64(std::uint64_t x);
 std::uint64_t HashString(const std::string& s);

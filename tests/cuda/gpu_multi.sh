@@ -23,7 +23,7 @@ for run in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv dualpipev \
 schedule: $s
 microbatches: $((2 * n))
 parallel: {pp: $n, vpp: $vpp, dp: 1, tp: 1}
-model: {preset: tiny, seq_len: 16, layers: $((4 * n))}
+model: {preset: tiny, seq_len: 16, layers: $((4 * n)), dropout: false}
 training: {micro_batch: 2, optimizer: adam, precision: fp32, recompute: $recompute}
 execution: {steps: 2, warmup: 1, timeout_s: 120}
 JOB

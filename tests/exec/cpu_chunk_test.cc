@@ -412,3 +412,27 @@ TEST(CpuCollectives, ThreadGroupNumbers) {
 
 }  // namespace
 }  // namespace pipetwin::cpu
+
+namespace pipetwin::cpu {
+namespace {
+
+// InitParams on threads (what the CUDA backend uploads) gives InitParam's values bit for bit,
+// for a TP shard whose embedding spans several of its 2^20-value work items.
+TEST(CpuChunk, InitParamsOnThreadsEqualsOneByOne) {
+  ModelConfig m = SmallModel();
+  m.vocab = 20000;
+  m.hidden = 128;
+  m.ffn_hidden = 512;
+  m.seq_len = 16;
+  for (const TpConfig tp : {TpConfig{}, TpConfig{.size = 2, .rank = 1}}) {
+    const ParamLayout layout = gpt::ChunkParamLayout(m, ChunkSpec{.num_layers = m.layers}, tp);
+    std::vector<float> serial(layout.total, -1.0f), threaded(layout.total, -2.0f);
+    for (const ParamInfo& p : layout.params) InitParam(p, tp, m, serial.data() + p.offset);
+    gpt::InitParams(layout, tp, m, threaded.data(), 3);
+    ASSERT_GT(layout.Find("embed.tok").size(), Index{1} << 21);  // three work items or more
+    EXPECT_EQ(serial, threaded) << "tp " << tp.size;
+  }
+}
+
+}  // namespace
+}  // namespace pipetwin::cpu

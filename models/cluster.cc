@@ -128,6 +128,31 @@ const std::vector<DeviceSpec>& Devices() {
     h200.name = "h200-sxm-141gb";
     h200.hbm_bytes = static_cast<std::int64_t>(143771 * kMiB);
     h200.hbm_bytes_per_s = 4800 * kGB;
+    // Measured on one H200 SXM with the same benchmark and software as H100's
+    // (bench/gpu_kernels.py, PyTorch 2.11; results/models/h200-kernels.json, h200-fp8.json,
+    // h200-dropout.json). Nothing here is fitted end to end; where H100's constant was, the
+    // H200's is H100's times the ratio of the two measurements.
+    //  - Large bf16 GEMMs (n, k >= 4,096) run at a median 0.709 of peak against H100's 0.712:
+    //    e_gemm stays H100's 0.67. The narrow-GEMM factors, refitted to the H200's 44 GEMMs as
+    //    H100's were to its own (scripts/gemm_waves.py: level 0.77 on both), are k 400 and
+    //    n 175 (log-RMS error 0.082; H100's 550 and 250 give 0.102 there): the faster HBM feeds
+    //    short-k and narrow GEMMs better.
+    //  - Causal flash attention: forward 0.57 to 0.63 (H100 0.52 to 0.61), backward 0.31 to
+    //    0.38 (0.27 to 0.37) of the executed FLOPs at s = 2,048 to 8,192; the means' ratios,
+    //    1.080 and 1.071, on H100's 0.55 and 0.35: 0.59 and 0.38.
+    //  - FP8 GEMMs: a median 0.910 of bf16's efficiency over 30 shapes and 0.905 sustained for
+    //    6 s (H100 0.881 and 0.877): H100's fitted 0.87 x 0.910 / 0.881 = 0.90.
+    //  - cuDNN's causal attention with dropout p = 0.1: 2.28x and 2.25x forward, 1.09x and 1.06x
+    //    backward at s = 2,048 and 4,096; the bias-dropout-add moved 0.38 of the HBM bandwidth
+    //    (H100 0.46), a copy 0.82 and an add 0.89 (the 0.85 of hbm_efficiency stands).
+    h200.gemm_k_half = 400;
+    h200.gemm_n_half = 175;
+    h200.attn_fwd_efficiency = 0.59;
+    h200.attn_bwd_efficiency = 0.38;
+    h200.fp8_gemm_factor = 0.90;
+    h200.attn_dropout_fwd_factor = 2.27;
+    h200.attn_dropout_bwd_factor = 1.07;
+    h200.dropout_add_factor = 0.85 / 0.38;
     // One CPU core running the executor's CPU backend (exec/cpu/, float32 Eigen). The
     // rates are rough placeholders for a current x86 core (AVX2 FMA, a few GEMM threads'
     // worth of efficiency lost to small shapes): `pipetwin calibrate` measures the real

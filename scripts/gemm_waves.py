@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gemm_waves.py [KERNELS.json] > results/models/h100-gemm-waves.md
+"""gemm_waves.py [KERNELS.json] > results/models/h100-gemm-waves.md (or h200-kernels.json > h200-gemm-waves.md)
 
 Does explicit wave quantisation over the SMs explain the measured GEMMs better than the
 smooth shape factors the cost model uses (models/README.md, "Compute-efficiency model")?
@@ -16,7 +16,7 @@ import json
 import math
 import sys
 
-SMS = 132  # H100 SXM
+SMS = 132  # H100 and H200 SXM
 PEAK = 989e12
 T0 = 5e-6
 TILES = [(128, 256), (256, 128), (128, 128)]
@@ -57,16 +57,17 @@ def fit(gemms, with_waves):
 
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "results/models/h100-kernels.json"
-    gemms = json.load(open(path))["gemm"]
+    data = json.load(open(path))
+    gemms, device = data["gemm"], data.get("device", "one GPU")
     model_r, _ = log_rms(gemms, lambda m, n, k: smooth(m, n, k, 0.77, 550, 250))
     s = fit(gemms, False)
     w = fit(gemms, True)
-    print("# Wave quantisation against the measured H100 GEMMs\n")
-    print("Made by `scripts/gemm_waves.py %s` (%d bf16 GEMMs on one H100 SXM)." % (path, len(gemms)))
+    print("# Wave quantisation against the measured GEMMs of one %s\n" % device)
+    print("Made by `scripts/gemm_waves.py %s` (%d bf16 GEMMs on one %s)." % (path, len(gemms), device))
     print("Log-RMS error of model / measured, each model's constants fitted by grid search.\n")
     print("| model | level | k_half | n_half | log-RMS error |")
     print("|---|--:|--:|--:|--:|")
-    print("| smooth, as in models/cluster.cc | 0.77 | 550 | 250 | %.3f |" % model_r)
+    print("| smooth, H100's factors in models/cluster.cc | 0.77 | 550 | 250 | %.3f |" % model_r)
     print("| smooth, refitted | %.2f | %d | %d | %.3f |" % (s[1], s[2], s[3], s[0]))
     print("| smooth x waves (tiles %s), refitted | %.2f | %d | %d | %.3f |"
           % (", ".join("%dx%d" % t for t in TILES), w[1], w[2], w[3], w[0]))

@@ -14,7 +14,9 @@ where results/published.md says it stands, source by source, against the publish
   Llama 3 on H100: within 20%; Megatron-Core's 2024 H100 weak-scaling table within 10%;
   MosaicML's H100 runs with the attention they ran (models/README.md, "MosaicML's attention")
   within 20%; the known miss (models/README.md): Llama 3's 131,072-token row (Table 4, row 3,
-  context parallel 16) within 35%.
+  context parallel 16) within 35%. On H200: MLPerf Training's Llama 3.1 405B runs (Nebius, v5.0)
+  within 10%, its Llama 3.1 8B run (HPE, v5.1; one microbatch a step, full-iteration CUDA
+  graphs: a known miss) within 30%, Google's A3 Ultra recipe (one sample log line) within 20%.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
 --without), the rows that state the default must not move and the others must.
@@ -55,6 +57,10 @@ def main(argv):
             ok, want = abs(e) <= 20, "within 20%"
         elif path.startswith("megatron2024/"):
             ok, want = abs(e) <= 10, "within 10%"
+        elif path.startswith("mlperf2025/03-"):
+            ok, want = abs(e) <= 30, "within 30% (a known miss: one microbatch a step)"
+        elif path.startswith("gpurecipes2024/"):
+            ok, want = abs(e) <= 20, "within 20% (one sample log line)"
         elif path.startswith("llama3-2024/") and "cp16" in path:
             ok, want = abs(e) <= 35, "within 35% (a known miss)"
         elif path.startswith("llama3-2024/"):

@@ -72,7 +72,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     std::printf(
         "note: fp8 GEMMs run at %.2f of bf16's efficiency (cluster.compute.fp8_gemm_factor; "
         "H100's fitted 0.87 on NVIDIA's FP8 recipes of 2024-25, held out NeMo 24.07's FP8 table "
-        "reads -13%% to +9%%, 4.5%% on average; H200's 0.90 is that times the two GPUs' measured "
+        "reads -13%% to +9%%, 4.5%% on average; H200's 0.89 is that times the two GPUs' measured "
         "FP8 GEMM ratios: models/README.md, FP8)\n",
         job.model_costs->cluster.device.fp8_gemm_factor);
   }

@@ -129,27 +129,30 @@ const std::vector<DeviceSpec>& Devices() {
     h200.hbm_bytes = static_cast<std::int64_t>(143771 * kMiB);
     h200.hbm_bytes_per_s = 4800 * kGB;
     // Measured on one H200 SXM with the same benchmark and software as H100's
-    // (bench/gpu_kernels.py, PyTorch 2.11; results/models/h200-kernels.json, h200-fp8.json,
-    // h200-dropout.json). Nothing here is fitted end to end; where H100's constant was, the
-    // H200's is H100's times the ratio of the two measurements.
-    //  - Large bf16 GEMMs (n, k >= 4,096) run at a median 0.709 of peak against H100's 0.712:
-    //    e_gemm stays H100's 0.67. The narrow-GEMM factors, refitted to the H200's 44 GEMMs as
-    //    H100's were to its own (scripts/gemm_waves.py: level 0.77 on both), are k 400 and
-    //    n 175 (log-RMS error 0.082; H100's 550 and 250 give 0.102 there): the faster HBM feeds
-    //    short-k and narrow GEMMs better.
-    //  - Causal flash attention: forward 0.57 to 0.63 (H100 0.52 to 0.61), backward 0.31 to
-    //    0.38 (0.27 to 0.37) of the executed FLOPs at s = 2,048 to 8,192; the means' ratios,
-    //    1.080 and 1.071, on H100's 0.55 and 0.35: 0.59 and 0.38.
-    //  - FP8 GEMMs: a median 0.910 of bf16's efficiency over 30 shapes and 0.905 sustained for
-    //    6 s (H100 0.881 and 0.877): H100's fitted 0.87 x 0.910 / 0.881 = 0.90.
+    // (bench/gpu_kernels.py, PyTorch 2.11; results/models/h200-kernels.json and -2.json, two
+    // runs; h200-fp8.json and -2.json; h200-dropout.json, one run). Nothing here is fitted end
+    // to end; where H100's constant was, the H200's is H100's times the ratio of the two GPUs'
+    // measurements (the H200's as the mean of its two runs).
+    //  - Large bf16 GEMMs (n, k >= 4,096): a median 0.699 of peak over the two runs (0.709,
+    //    0.690) against H100's 0.712: e_gemm 0.67 x 0.699 / 0.712 = 0.66. The narrow-GEMM
+    //    factors, refitted as H100's were (scripts/gemm_waves.py, on each shape's geometric mean
+    //    of the two runs; level 0.77 on both GPUs), are k 450 and n 175 (log-RMS error 0.080;
+    //    H100's 550 and 250 give 0.095 there): the faster HBM feeds short-k GEMMs better.
+    //  - Causal flash attention at s = 2,048 to 8,192: forward 0.56 to 0.64 of the executed
+    //    FLOPs (H100 0.52 to 0.61), backward 0.30 to 0.38 (0.27 to 0.37); the means' ratios,
+    //    1.070 and 1.067, on H100's 0.55 and 0.35: 0.59 and 0.37.
+    //  - FP8 GEMMs: a median 0.91 and 0.89 of bf16's efficiency over 30 shapes (H100 0.881):
+    //    H100's fitted 0.87 x 0.900 / 0.881 = 0.89.
     //  - cuDNN's causal attention with dropout p = 0.1: 2.28x and 2.25x forward, 1.09x and 1.06x
     //    backward at s = 2,048 and 4,096; the bias-dropout-add moved 0.38 of the HBM bandwidth
     //    (H100 0.46), a copy 0.82 and an add 0.89 (the 0.85 of hbm_efficiency stands).
-    h200.gemm_k_half = 400;
+    h200.gemm_efficiency = 0.66;
+    h200.gemm_mnk_half = MnkHalf(h200.peak_bf16_flops, h200.gemm_efficiency, 5 * kUs);
+    h200.gemm_k_half = 450;
     h200.gemm_n_half = 175;
     h200.attn_fwd_efficiency = 0.59;
-    h200.attn_bwd_efficiency = 0.38;
-    h200.fp8_gemm_factor = 0.90;
+    h200.attn_bwd_efficiency = 0.37;
+    h200.fp8_gemm_factor = 0.89;
     h200.attn_dropout_fwd_factor = 2.27;
     h200.attn_dropout_bwd_factor = 1.07;
     h200.dropout_add_factor = 0.85 / 0.38;

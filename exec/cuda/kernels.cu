@@ -156,7 +156,7 @@ __global__ void LayerNormBackwardRowsK(const T* dy, const T* x, const T* gamma, 
   }
 }
 
-// One thread per column: dgamma += sum_r dy * xhat, dbeta += sum_r dy.
+// LayerNorm: dgamma += sum_r dy * xhat, dbeta += sum_r dy; a bias: db += sum_r dy.
 // Column sums over rows (bias and LayerNorm parameter gradients), deterministic and spread over
 // the whole GPU: block (x, y) sums kColTile columns over the y-th block of rows_per rows (each
 // of its kRowThreads threads of a column a strided share, then those in order) into
@@ -379,7 +379,7 @@ void LaunchColumnSums(const T* dy, const T* x, const float* stats, I64 row_begin
   const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
                   static_cast<unsigned>(parts));
   const dim3 block(kColTile, kRowThreads);
-  float* part_g = work + parts * cols;
+  float* part_g = kLayerNorm ? work + parts * cols : nullptr;
   ColumnPartialsK<T, kLayerNorm><<<grid, block, 0, s>>>(dy, x, stats, row_begin, rows, cols,
                                                         RowsPerPartial(rows), work, part_g);
   CheckLaunch();

@@ -31,7 +31,8 @@ results/models/h100-kernels.json (and, --only dropout, h100-dropout.json and h10
 the first from an earlier version of the elementwise part at 128 MB a tensor; --only fp8,
 h100-fp8.json; --only elementwise, h100-elementwise.json) and
 models/README.md says which constants they set. On one H200 (--hbm-gbs 4800):
-results/models/h200-kernels.json, h200-fp8.json and h200-dropout.json (models/README.md, "H200").
+results/models/h200-kernels.json and h200-kernels-2.json (two runs), h200-fp8.json and
+h200-fp8-2.json, and h200-dropout.json (models/README.md, "H200").
 """
 import argparse
 import json

@@ -17,6 +17,10 @@ where results/published.md says it stands, source by source, against the publish
   context parallel 16) within 35%. On H200: MLPerf Training's Llama 3.1 405B runs (Nebius, v5.0)
   within 10%, its Llama 3.1 8B run (HPE, v5.1; one microbatch a step, full-iteration CUDA
   graphs: a known miss) within 30%, Google's A3 Ultra recipe (one sample log line) within 20%.
+  Added 2026-11-27 after the model was fixed, held out: MLPerf Training's GPT-3 175B on H100
+  (v3.1 to v4.1, 256 to 11,616 GPUs) and NeMo's performance tables of 25.09 and 26.02 (Llama 3
+  70B and 3.1 405B, FP8) within 15%; MLPerf v5.1's Llama 3.1 8B on H100 (Cisco; one microbatch
+  a step, the known miss of models/README.md) within 25% at tp 1 and 55% at tp 2.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
 --without), the rows that state the default must not move and the others must.
@@ -59,6 +63,12 @@ def main(argv):
             ok, want = abs(e) <= 10, "within 10%"
         elif path.startswith("mlperf2025/03-"):
             ok, want = abs(e) <= 30, "within 30% (a known miss: one microbatch a step)"
+        elif path.startswith("mlperf2025b/01-"):
+            ok, want = abs(e) <= 25, "within 25% (a known miss: one microbatch a step)"
+        elif path.startswith("mlperf2025b/02-"):
+            ok, want = abs(e) <= 55, "within 55% (a known miss: one microbatch a step, tp 2)"
+        elif path.startswith(("mlperf2025b/", "nemo2025/")):
+            ok, want = abs(e) <= 15, "within 15%"
         elif path.startswith("gpurecipes2024/"):
             ok, want = abs(e) <= 20, "within 20% (one sample log line)"
         elif path.startswith("llama3-2024/") and "cp16" in path:

@@ -82,6 +82,20 @@ if [ "$fsdp_share" -lt 10 ] ||
   echo "FAIL: simulate $fsdp_job: no FSDP note with the report's hidden share ($fsdp_share%)"
   fail=1
 fi
+# One microbatch a step under ZeRO-1 says its hidden data-parallel share (the known miss); the
+# same model at 32 microbatches a step says nothing.
+one_job="$src/examples/published/mlperf2025b/01-llama31-8b-64gpu-h100-fp8.yaml"
+one_out=$("$bin" simulate "$one_job" --report "$dir/one.json")
+one_share=$(python3 -c "import json; r = json.load(open('$dir/one.json')); print('%.0f' % (100 * r['breakdown']['dp_comm_overlapped_ms'] / r['iteration_time_ms']))")
+if [ "$one_share" -lt 10 ] ||
+  ! grep -q "^note: one microbatch a step, and data-parallel collectives run hidden under its compute for ${one_share}% of this step" <<<"$one_out"; then
+  echo "FAIL: simulate $one_job: no one-microbatch note with the report's hidden share ($one_share%)"
+  fail=1
+fi
+if "$bin" simulate "$src/examples/published/dgxc2024/18-llama31-8b-128gpu-fp8.yaml" | grep -q "one microbatch a step"; then
+  echo "FAIL: simulate dgxc2024/18: 32 microbatches a step get the one-microbatch note"
+  fail=1
+fi
 if "$bin" simulate "$src/examples/published/narayanan2021/t2-04-zero3-530b-640.yaml" | grep -q "FSDP"; then
   echo "FAIL: simulate t2-04-zero3-530b-640.yaml: DeepSpeed's stage 3 gets the FSDP note"
   fail=1

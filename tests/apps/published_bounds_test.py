@@ -20,7 +20,8 @@ where results/published.md says it stands, source by source, against the publish
   Added 2026-11-27 after the model was fixed, held out: MLPerf Training's GPT-3 175B on H100
   (v3.1 to v4.1, 256 to 11,616 GPUs) and NeMo's performance tables of 25.09 and 26.02 (Llama 3
   70B and 3.1 405B, FP8) within 15%; MLPerf v5.1's Llama 3.1 8B on H100 (Cisco; one microbatch
-  a step, the known miss of models/README.md) within 25% at tp 1 and 55% at tp 2.
+  a step, the known miss of models/README.md) within 25% at tp 1 and 55% at tp 2; MLPerf v3.0's
+  GPT-3 175B on H100 (TransformerEngine 0.8, the first FP8 stack; +13.6% to +15.0%) within 20%.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
 --without), the rows that state the default must not move and the others must.
@@ -69,6 +70,8 @@ def main(argv):
             ok, want = abs(e) <= 55, "within 55% (a known miss: one microbatch a step, tp 2)"
         elif path.startswith(("mlperf2025b/", "nemo2025/")):
             ok, want = abs(e) <= 15, "within 15%"
+        elif path.startswith("mlperf2023/"):
+            ok, want = abs(e) <= 20, "within 20% (MLPerf v3.0's first FP8 stack, TE 0.8)"
         elif path.startswith("gpurecipes2024/"):
             ok, want = abs(e) <= 20, "within 20% (one sample log line)"
         elif path.startswith("llama3-2024/") and "cp16" in path:

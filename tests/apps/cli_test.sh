@@ -71,27 +71,27 @@ expect 0 "^memory: counts TransformerEngine's cached FP8 copy .*training.fp8_par
 # fp8_params needs fp8.
 expect 2 "training.fp8_params.*needs precision: fp8, got precision: bf16" -- simulate \
   "$(job fp8bad.yaml "schedule: 1f1b\nparallel: {pp: 1}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 8, micro_batch: 1, fp8_params: true}\ncluster: {device: h100-sxm-80gb, nodes: 1}\n")"
+# expect_share_note NAME JOB NOTE: simulate JOB (its report in $dir/NAME.json, its output in
+# $dir/NAME.out) says NOTE with the share of the step the report's breakdown gives its
+# data-parallel collectives hidden (at least 10% here).
+expect_share_note() {
+  local out share
+  out=$("$bin" simulate "$2" --report "$dir/$1.json" | tee "$dir/$1.out")
+  share=$(python3 -c "import json; r = json.load(open('$dir/$1.json')); print('%.0f' % (100 * r['breakdown']['dp_comm_overlapped_ms'] / r['iteration_time_ms']))")
+  if [ "$share" -lt 10 ] || ! grep -q "^note: $3 ${share}% of this step" <<<"$out"; then
+    echo "FAIL: simulate $2: no '$3' note with the report's hidden share ($share%)"
+    fail=1
+  fi
+}
 # FSDP (zero3_unit: layer) says what share of the step its collectives run hidden, as the
 # report's breakdown gives it, and the published runs' slope on it; DeepSpeed's stage 3
 # (module units, whose published runs show no such slope) says nothing.
 fsdp_job="$src/examples/published/mosaicml2023/h100-mpt-13b-8gpu.yaml"
-fsdp_out=$("$bin" simulate "$fsdp_job" --report "$dir/fsdp.json")
-fsdp_share=$(python3 -c "import json; r = json.load(open('$dir/fsdp.json')); print('%.0f' % (100 * r['breakdown']['dp_comm_overlapped_ms'] / r['iteration_time_ms']))")
-if [ "$fsdp_share" -lt 10 ] ||
-  ! grep -q "^note: FSDP's collectives run hidden under compute for ${fsdp_share}% of this step" <<<"$fsdp_out"; then
-  echo "FAIL: simulate $fsdp_job: no FSDP note with the report's hidden share ($fsdp_share%)"
-  fail=1
-fi
+expect_share_note fsdp "$fsdp_job" "FSDP's collectives run hidden under compute for"
 # One microbatch a step under ZeRO-1 says its hidden data-parallel share (the known miss); the
 # same model at 32 microbatches a step says nothing.
-one_job="$src/examples/published/mlperf2025b/01-llama31-8b-64gpu-h100-fp8.yaml"
-one_out=$("$bin" simulate "$one_job" --report "$dir/one.json")
-one_share=$(python3 -c "import json; r = json.load(open('$dir/one.json')); print('%.0f' % (100 * r['breakdown']['dp_comm_overlapped_ms'] / r['iteration_time_ms']))")
-if [ "$one_share" -lt 10 ] ||
-  ! grep -q "^note: one microbatch a step, and data-parallel collectives run hidden under its compute for ${one_share}% of this step" <<<"$one_out"; then
-  echo "FAIL: simulate $one_job: no one-microbatch note with the report's hidden share ($one_share%)"
-  fail=1
-fi
+expect_share_note one "$src/examples/published/mlperf2025b/01-llama31-8b-64gpu-h100-fp8.yaml" \
+  "one microbatch a step, and data-parallel collectives run hidden under its compute for"
 if "$bin" simulate "$src/examples/published/dgxc2024/18-llama31-8b-128gpu-fp8.yaml" | grep -q "one microbatch a step"; then
   echo "FAIL: simulate dgxc2024/18: 32 microbatches a step get the one-microbatch note"
   fail=1
@@ -106,7 +106,7 @@ sed 's/zero3_unit: layer, //' "$fsdp_job" >"$dir/unstated.yaml"
 unstated_out=$("$bin" simulate "$dir/unstated.yaml")
 fsdp_ms=$(python3 -c "import json; print('%.3f' % json.load(open('$dir/fsdp.json'))['iteration_time_ms'])")
 if ! grep -q "^note: training.zero3_unit is not stated, .* as PyTorch FSDP .* takes ${fsdp_ms} ms (+" <<<"$unstated_out" ||
-  grep -q "zero3_unit is not stated" <<<"$fsdp_out"; then
+  grep -q "zero3_unit is not stated" "$dir/fsdp.out"; then
   echo "FAIL: simulate $dir/unstated.yaml: no zero3_unit note with FSDP's ${fsdp_ms} ms, or one where the job states it"
   fail=1
 fi

@@ -61,6 +61,15 @@ def timed(fn, warmup=5, iters=20):
     return times[len(times) // 2]  # median seconds
 
 
+def grads_of(out, inputs, grad):
+    """The backward alone: torch.autograd.grad returns fresh gradients where out.backward()
+    would add each into the leaf's .grad from the second call on, an extra memory-bound pass
+    (read two tensors, write one, per input) that the timed kernel does not do in training
+    (TransformerEngine's attention writes dQ, dK, dV into the QKV GEMM's gradient directly).
+    Before 2026-11-27 the timings below used .backward() and carried that pass."""
+    return torch.autograd.grad(out, inputs, grad)
+
+
 def gemms(peak):
     rows = []
     for tokens in (2048, 4096, 8192, 16384):
@@ -181,23 +190,20 @@ def elementwise(hbm):
     y2 = torch.randn(tokens, 2 * h, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     crms, cswiglu, cgelu, crope = (torch.compile(f) for f in (rms, swiglu, gelu, rope))
     n = tokens * h
-    cases = {"layernorm": (lambda: F.layer_norm(x, (h,), w, bvec), x, 2 * e * n),
-             "rmsnorm_compiled": (lambda: crms(x, w), x, 2 * e * n),
-             "gelu_compiled": (lambda: cgelu(x), x, 2 * e * n),
-             "swiglu_compiled": (lambda: cswiglu(y2), y2, 3 * e * n),
-             "rope_compiled": (lambda: crope(q), q, 2 * e * tokens * heads * d)}
+    cases = {"layernorm": (lambda: F.layer_norm(x, (h,), w, bvec), (x, w, bvec), 2 * e * n),
+             "rmsnorm_compiled": (lambda: crms(x, w), (x, w), 2 * e * n),
+             "gelu_compiled": (lambda: cgelu(x), (x,), 2 * e * n),
+             "swiglu_compiled": (lambda: cswiglu(y2), (y2,), 3 * e * n),
+             "rope_compiled": (lambda: crope(q), (q,), 2 * e * tokens * heads * d)}
     rows = []
-    for name, (fn, inp, nbytes) in cases.items():
+    for name, (fn, inputs, nbytes) in cases.items():
         out = fn()
         g = torch.randn_like(out)
         tf = timed(fn)
 
         def fb():
-            fn().backward(g)
+            grads_of(fn(), inputs, g)
         tfb = timed(fb)
-        inp.grad = None
-        w.grad = None
-        bvec.grad = None
         rows.append({"kernel": name, "forward_bytes": nbytes, "forward_s": tf,
                      "forward_fraction": nbytes / tf / 1e9 / hbm,
                      "backward_s": tfb - tf,
@@ -221,7 +227,7 @@ def attention(peak):
 
         def fb():
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            o.backward(grad)
+            grads_of(o, (q, k, v), grad)
         tfb = timed(fb)
         tb = max(tfb - tf, 1e-9)
         rows.append({"seq": s, "batch": b, "heads": heads, "head_dim": d,
@@ -253,7 +259,7 @@ def attention_dropout(peak, p=0.1):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dp)
 
                 def fb():
-                    f().backward(grad)
+                    grads_of(f(), (q, k, v), grad)
                 try:
                     if be is None:
                         tf, tfb = timed(f), timed(fb)
@@ -293,7 +299,7 @@ def dropout_add(hbm, p=0.1):
     xd = x.detach()
 
     def bda_fb():
-        cbda(x, bias, r).backward(g)
+        grads_of(cbda(x, bias, r), (x,), g)
     e = 2  # bytes of a bf16 element
     cases = {"copy_eager": (lambda: xd.clone(), 2 * e * n),
              "add_eager": (lambda: xd + r, 3 * e * n),
@@ -310,7 +316,6 @@ def dropout_add(hbm, p=0.1):
     # x's gradient (2e + 1), and sums the bias gradient (read the gradient once more).
     sec = timed(bda_fb)
     nbytes = (3 * e * n + n) + (2 * e * n + n)
-    x.grad = None
     rows.append({"kernel": "bias_dropout_add_compiled_fwd_bwd", "bytes": nbytes, "seconds": sec,
                  "gb_per_s": nbytes / sec / 1e9, "fraction": nbytes / sec / 1e9 / hbm})
     return rows

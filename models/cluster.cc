@@ -108,6 +108,8 @@ const std::vector<DeviceSpec>& Devices() {
     h100.gemm_k_half = kGemmKHalfH100;
     h100.gemm_n_half = kGemmNHalfH100;
     h100.attn_fwd_efficiency = 0.55;
+    // As measured; the backward timing carried a gradient-accumulation pass that training does
+    // not run (about 0.40 without it: models/README.md, "Attention core", known bias).
     h100.attn_bwd_efficiency = 0.35;
     // Attention dropout: TransformerEngine prefers cuDNN's fused attention on sm90 (checked at
     // v1.7 and v1.11), whose causal kernel with dropout p = 0.1 took 2.06x to 2.25x its time

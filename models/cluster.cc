@@ -68,6 +68,15 @@ const std::vector<DeviceSpec>& Devices() {
     // it as it is (a property of clusters, not refitted on their rows).
     a100.variability = {Variability::Distribution::kSlowFraction, 0, 0.0002, 1.1};
 
+    // The 40 GB A100 SXM4: the same GA100 compute, NVLink 3 and HDR networking as the 80 GB
+    // part (A100 datasheet), with HBM2 of 40,960 MiB at 1,555 GB/s instead of HBM2e at 2,039.
+    // Every fitted and chosen constant is the 80 GB part's: the GEMMs and attention are
+    // compute-bound, and the memory-bound passes run at the same share of their own HBM.
+    DeviceSpec a100_40 = a100;
+    a100_40.name = "a100-sxm-40gb";
+    a100_40.hbm_bytes = static_cast<std::int64_t>(40960 * kMiB);
+    a100_40.hbm_bytes_per_s = 1555 * kGB;
+
     DeviceSpec h100;
     h100.name = "h100-sxm-80gb";
     h100.peak_bf16_flops = 989 * kTera;
@@ -181,7 +190,7 @@ const std::vector<DeviceSpec>& Devices() {
     cpu.attn_fwd_efficiency = 0.2;
     cpu.attn_bwd_efficiency = 0.2;
     cpu.hbm_efficiency = 1.0;
-    return std::vector<DeviceSpec>{a100, h100, h200, cpu};
+    return std::vector<DeviceSpec>{a100, a100_40, h100, h200, cpu};
   }();
   return devices;
 }

@@ -234,6 +234,7 @@ TEST(Job, FlashAttentionDefaultsByDevice) {
        std::vector<std::pair<std::string, bool>>{{"h100-sxm-80gb", true},
                                                  {"h200-sxm-141gb", true},
                                                  {"a100-sxm-80gb", false},
+                                                 {"a100-sxm-40gb", false},
                                                  {"cpu", false}}) {
     auto left_out = job(device, "");
     auto off = job(device, ", flash_attention: false");

@@ -165,6 +165,29 @@ TEST(CostsTest, StagesAndMemory) {
   EXPECT_LT(mid.param_bytes + mid.grad_bytes + mid.optimizer_bytes, c->hbm_bytes);
 }
 
+// The 40 GB A100 is the 80 GB part with less and slower HBM (1,555 GB/s against 2,039): the same
+// job costs the same where it is compute-bound (the GEMM-heavy forward within a few percent, its
+// norms and adds memory-bound) and 2,039 / 1,555 times as long where it is memory-bound (the
+// optimizer step), and its memory is checked against 40,960 MiB.
+TEST(CostsTest, A100FortyGigabytesHasTheEightyGigabytePartsComputeAndItsOwnHbm) {
+  const std::string yaml80 = Gpt3Job("full", ", zero: 1");
+  std::string yaml40 = yaml80;
+  yaml40.replace(yaml40.find("a100-sxm-80gb"), 13, "a100-sxm-40gb");
+  Expected<JobCosts> c80 = Costs(yaml80, 8);
+  Expected<JobCosts> c40 = Costs(yaml40, 8);
+  ASSERT_TRUE(c80.ok() && c40.ok()) << (c40.ok() ? "" : c40.error().message);
+  EXPECT_EQ(c80->hbm_bytes, 81920LL * 1024 * 1024);
+  EXPECT_EQ(c40->hbm_bytes, 40960LL * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(c40->peak_flops_per_device, c80->peak_flops_per_device);
+  const StageCost& a = c80->stages[3];
+  const StageCost& b = c40->stages[3];
+  EXPECT_EQ(a.param_bytes + a.grad_bytes + a.optimizer_bytes,
+            b.param_bytes + b.grad_bytes + b.optimizer_bytes);
+  EXPECT_NEAR(b.optimizer_ms / a.optimizer_ms, 2039.0 / 1555.0, 1e-9);
+  EXPECT_GT(b.forward_ms, a.forward_ms);
+  EXPECT_LT(b.forward_ms, 1.05 * a.forward_ms);
+}
+
 TEST(CostsTest, ZeroShardsOverDataParallel) {
   Expected<JobCosts> z0 = Costs(Gpt3Job("full", ", zero: 0"), 8);
   Expected<JobCosts> z3 = Costs(Gpt3Job("full", ", zero: 3"), 8);

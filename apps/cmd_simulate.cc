@@ -18,6 +18,7 @@
 #include "schedule/report.h"
 #include "schedule/trace.h"
 #include "sim/ascii.h"
+#include "sim/known_misses.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
 
@@ -25,11 +26,6 @@ namespace pipetwin {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
-// The slope of MosaicML's FSDP errors on the share of the step the model hides under compute
-// (14 checkpointed H100 runs, R^2 0.85, with FSDP's gradient casts charged and the attention
-// kernels the runs used; 0.49 before those kernels, 0.72 before the casts;
-// scripts/overlap_regression.py). Printed, not modelled.
-constexpr double kFsdpHiddenSharePaid = 0.54;
 
 // ZeRO-3 with training.zero3_unit unstated is priced as DeepSpeed's stage 3 (module units,
 // one NIC per rank). Published FSDP runs priced that way read up to 63.5% pessimistic
@@ -76,38 +72,8 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
         "FP8 GEMM ratios: models/README.md, FP8)\n",
         job.model_costs->cluster.device.fp8_gemm_factor);
   }
-  // The share of the step (%) that data-parallel collectives run hidden under compute; 0
-  // without the model's breakdown.
-  const double hidden_dp = job.model_costs && r.breakdown && r.iteration_time_ms > 0
-                               ? 100.0 * r.breakdown->dp_comm_overlapped_ms / r.iteration_time_ms
-                               : 0.0;
-  // FSDP's hidden collectives: the one cost source whose published runs say they are not
-  // hidden (models/README.md, "Known miss"; scripts/overlap_regression.py). Said, not modelled.
-  if (job.config.parallel.zero == 3 &&
-      job.config.training.zero3_unit == models::Zero3Unit::kLayer && hidden_dp >= 1.0) {
-    std::printf(
-        "note: FSDP's collectives run hidden under compute for %.0f%% of this step; MosaicML's "
-        "published FSDP runs were slower than predicted by about 0.5 x that share (14 "
-        "checkpointed H100 runs; not modelled: models/README.md, Known miss), so read this "
-        "prediction as up to %.0f%% optimistic\n",
-        hidden_dp, kFsdpHiddenSharePaid * hidden_dp);
-  }
-  // One microbatch a step under Megatron-style data parallelism (ZeRO 0 to 2): the reduce-scatter
-  // and gather have only that microbatch's backward and forward to hide under, and MLPerf's
-  // Llama 3.1 8B runs of that kind read far optimistic (models/README.md, "Known miss, one
-  // microbatch a step"). Said, not modelled: no mechanism was found that also fits the suite's
-  // other such rows.
-  if (job.config.parallel.zero < 3 && job.config.parallel.dp > 1 && r.microbatches == 1 &&
-      hidden_dp >= 10.0) {
-    std::printf(
-        "note: one microbatch a step, and data-parallel collectives run hidden under its "
-        "compute for %.0f%% of this step; MLPerf's Llama 3.1 8B runs of this kind "
-        "(Megatron-Core, 3 runs on H100 and H200, 17%% to 37%% hidden) were slower than "
-        "predicted by 17%% to 48%%, while Megatron-Core's 2024 H100 table (micro-batches "
-        "assumed) reads +4%% to +6%% (not modelled: models/README.md, Known miss, one "
-        "microbatch a step)\n",
-        hidden_dp);
-  }
+  // Where the suite says such a step reads optimistic (sim/known_misses.h).
+  for (const KnownMiss& m : KnownMisses(job, r)) std::printf("note: %s\n", m.note.c_str());
   if (fsdp && r.iteration_time_ms > 0) {
     std::printf(
         "note: training.zero3_unit is not stated, so this is DeepSpeed's ZeRO stage 3 (each "

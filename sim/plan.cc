@@ -19,6 +19,7 @@
 #include "schedule/build.h"
 #include "schedule/lower.h"
 #include "sim/engine.h"
+#include "sim/known_misses.h"
 #include "sim/model_costs.h"
 #include "sim/simulate.h"
 
@@ -394,8 +395,14 @@ Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
   return OkStatus();
 }
 
+// What the full report adds to a top layout.
+struct TopDetail {
+  Breakdown breakdown;
+  std::vector<KnownMiss> known_misses;
+};
+
 // Simulates one layout exactly as `simulate` would its emitted job.
-Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& row) {
+Expected<TopDetail> SimulateRow(const Context& ctx, std::size_t index, PlanRow& row) {
   const PlanRow fast = row;
   auto job = ResolveJob(ConfigOf(ctx.base, row),
                         {.validate_generated = false, .schedule = &ctx.shapes[index]->Lowered()});
@@ -418,7 +425,7 @@ Expected<Breakdown> SimulateRow(const Context& ctx, std::size_t index, PlanRow& 
   if (fast.iteration_time_ms != row.iteration_time_ms || fast.tokens_per_s != row.tokens_per_s) {
     return Error::Failure("plan: the engine's iteration time differs from the report's");
   }
-  return b;
+  return TopDetail{b, KnownMisses(*job, r)};
 }
 
 // Runs `body` on `threads` threads (this one included); each body takes work from a shared
@@ -606,7 +613,7 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   });
   // The top K through the full report, as `simulate` gives them (one layout per thread).
   const std::size_t top = std::min(k, simulated.size());
-  std::vector<Expected<Breakdown>> full(top, Error::Failure("plan: not simulated"));
+  std::vector<Expected<TopDetail>> full(top, Error::Failure("plan: not simulated"));
   std::atomic<std::size_t> next_top{0};
   ParallelFor(std::min<int>(res.threads, static_cast<int>(std::max<std::size_t>(top, 1))), [&] {
     for (std::size_t i; (i = next_top.fetch_add(1)) < top;) {
@@ -616,7 +623,8 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   for (std::size_t i = 0; i < top; ++i) {
     const std::size_t r = simulated[i];
     if (!full[i]) return full[i].error();
-    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], *full[i]});
+    res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], full[i]->breakdown,
+                              std::move(full[i]->known_misses)});
   }
   res.hbm_bytes = plan.job.cluster.device.hbm_bytes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -747,6 +755,17 @@ std::string PlanSummary(const PlanResult& r) {
       out.pop_back();
       out += "  " + std::string(ToString(x.parallel.cp_comm)) + "\n";
     }
+    if (!r.top[i].known_misses.empty()) {
+      out.pop_back();
+      out += "  !\n";
+    }
+  }
+  // The layouts the model may rank too high, with what the suite says of their kind.
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    for (const KnownMiss& m : r.top[i].known_misses) {
+      std::snprintf(buf, sizeof buf, "! #%zu, a known miss (%s): ", i + 1, m.id.c_str());
+      out += buf + m.note + "\n";
+    }
   }
   return out;
 }
@@ -779,6 +798,13 @@ std::string PlanToJson(const PlanResult& r) {
     e["fullest_rank"] = x.fullest_rank;
     e["fits"] = x.fits;
     e["breakdown"] = BreakdownJson(t.breakdown);
+    e["known_misses"] = nlohmann::ordered_json::array();
+    for (const KnownMiss& m : t.known_misses) {
+      e["known_misses"].push_back({{"id", m.id},
+                                   {"hidden_dp_share", m.hidden_dp_pct / 100},
+                                   {"optimistic_up_to", m.optimistic_pct / 100},
+                                   {"note", m.note}});
+    }
     j["top"].push_back(std::move(e));
   }
   return j.dump(2) + "\n";

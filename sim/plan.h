@@ -21,6 +21,7 @@
 #include "job/plan_file.h"
 #include "schedule/expected.h"
 #include "schedule/report.h"
+#include "sim/known_misses.h"
 
 namespace pipetwin {
 
@@ -56,6 +57,9 @@ struct PlanTop {
   JobConfig job;  // the full job: WriteJobConfig(job) reproduces the row under `simulate`
   PlanRow row;
   Breakdown breakdown;
+  // Where the accuracy suite says such a layout reads optimistic (the notes `simulate` prints
+  // for its emitted job): a layout the model may rank too high.
+  std::vector<KnownMiss> known_misses;
 };
 
 struct PlanResult {

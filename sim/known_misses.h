@@ -1,0 +1,26 @@
+// Where the accuracy suite says a prediction reads optimistic and no mechanism is modelled
+// (models/README.md, "Known miss" and "Known miss, one microbatch a step"): said beside the
+// prediction, by `simulate` and `plan` alike, never folded into it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "job/job.h"
+#include "schedule/report.h"
+
+namespace pipetwin {
+
+struct KnownMiss {
+  std::string id;             // "fsdp_hidden_collectives" | "one_microbatch_a_step"
+  double hidden_dp_pct = 0;   // the share of the step (%) the DP collectives run hidden
+  double optimistic_pct = 0;  // how optimistic the suite's runs of this kind read, at most (%)
+  std::string note;           // the sentence `simulate` prints after "note: "
+};
+
+// The known misses a predicted step falls in: from its job (parallel, training) and its report
+// (the breakdown's hidden DP time, the microbatches a step). None without the model's breakdown
+// (abstract costs or a profile).
+std::vector<KnownMiss> KnownMisses(const ResolvedJob& job, const Report& r);
+
+}  // namespace pipetwin

@@ -2,10 +2,18 @@
 # sleep_test.sh PIPETWIN JOB NP MPIEXEC [TOLERANCE]: `run --backend sleep` against `simulate`
 # of the same costs. Without stragglers every compute action of the measured trace lasts at
 # least its cost, and the median one less than 0.5 ms more (a precise sleep); the measured iteration time is the prediction within
-# TOLERANCE (default 0.10: ctest runs beside other work; 0.20 under the sanitizers); the pipeline and data-parallel
-# bytes sent equal the prediction exactly (real buffers, the model's sizes).
+# TOLERANCE (default 0.10: ctest runs beside other work; 0.20 under the sanitizers), and at least
+# 0.15 where the ranks outnumber the cores: they then time-share them, and a rank whose sleep or
+# receive ends waits for a slice, which the simulator does not model (pp 2 x dp 2 on 2 cores, run
+# alone: -1.3% to -7.9% over five runs on an idle machine, -10.6% once in CI); the pipeline and
+# data-parallel bytes sent equal the prediction exactly (real buffers, the model's sizes).
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4 tol=${5:-0.10}
+cores=$(nproc 2>/dev/null || echo 1)
+if [ "$np" -gt "$cores" ]; then
+  tol=$(python3 -c "print(max($tol, 0.15))")
+  echo "$np ranks on $cores cores: the iteration time within $tol"
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" simulate "$job" --report "$dir/predicted.json" >/dev/null

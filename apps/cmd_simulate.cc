@@ -20,6 +20,7 @@
 #include "sim/ascii.h"
 #include "sim/known_misses.h"
 #include "sim/profile.h"
+#include "sim/rebalance.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -55,7 +56,8 @@ std::optional<FsdpAlternative> PriceAsFsdp(const ResolvedJob& job, bool with_pro
 // The human summary of a prediction: the headline, throughput and memory, one row per
 // pipeline rank (data-, tensor- and context-parallel replicas are identical).
 void PrintSummary(const ResolvedJob& job, const SimResult& res,
-                  const std::optional<FsdpAlternative>& fsdp) {
+                  const std::optional<FsdpAlternative>& fsdp,
+                  const std::optional<Rebalance>& rebalance) {
   const Report& r = res.report;
   std::printf("%s: %s, pp %d, %d microbatches, %zu actions\n", job.path().c_str(),
               r.schedule.c_str(), r.pp, r.microbatches, job.schedule.NumActions());
@@ -74,6 +76,24 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
   }
   // Where the suite says such a step reads optimistic (sim/known_misses.h).
   for (const KnownMiss& m : KnownMisses(job, r)) std::printf("note: %s\n", m.note.c_str());
+  if (rebalance) {
+    const Schedule& s = job.schedule;
+    const int last_rank = s.stage_to_rank.back();
+    const int first_rank = s.stage_to_rank.front();
+    const char* why = rebalance->busiest_pp_rank == last_rank
+                          ? " (it holds the last stage: the output layer and the loss)"
+                      : rebalance->busiest_pp_rank == first_rank ? " (it holds the embedding)"
+                                                                 : "";
+    std::string split;
+    for (int n : rebalance->layers_per_stage)
+      split += (split.empty() ? "" : ", ") + std::to_string(n);
+    std::printf(
+        "note: pipeline rank %d computes %.1f%% more than the median rank%s; with "
+        "model.layers_per_stage: [%s] the step takes %.3f ms (%+.1f%%) (Megatron-Core splits so "
+        "with --decoder-first/last-pipeline-num-layers or a pipeline layout)\n",
+        rebalance->busiest_pp_rank, 100 * rebalance->busiest_over_median, why, split.c_str(),
+        rebalance->iteration_ms, 100 * (rebalance->iteration_ms / r.iteration_time_ms - 1));
+  }
   if (fsdp && r.iteration_time_ms > 0) {
     std::printf(
         "note: training.zero3_unit is not stated, so this is DeepSpeed's ZeRO stage 3 (each "
@@ -244,6 +264,10 @@ int CmdSimulate(int argc, char** argv) {
   auto res =
       a->Has("profile") ? SimulateWithProfile(*job, a->Get("profile"), so) : Simulate(*job, so);
   if (!res) return Fail(res.error());
+  // What the summary adds (each re-simulates the job), before any file is written: a stop from
+  // here on finds the outputs complete or untouched.
+  const std::optional<FsdpAlternative> fsdp = PriceAsFsdp(*job, a->Has("profile"));
+  const std::optional<Rebalance> rebalance = SuggestRebalance(*job, res->report, a->Has("profile"));
   // Paths were checked before any work; the report's text is built first, the trace (possibly
   // large, streamed) is written next, the report last.
   const std::string report = a->Has("report") ? ReportToJson(res->report) : "";
@@ -255,7 +279,7 @@ int CmdSimulate(int argc, char** argv) {
   if (a->Has("report")) {
     if (Status s = WriteFileAtomic(a->Get("report"), report); !s) return Fail(s.error());
   }
-  PrintSummary(*job, *res, PriceAsFsdp(*job, a->Has("profile")));
+  PrintSummary(*job, *res, fsdp, rebalance);
   if (a->Has("ascii")) {
     std::printf("\n%s", AsciiTimeline(res->timeline, job->schedule.StagesPerRank()).c_str());
   }

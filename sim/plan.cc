@@ -21,6 +21,7 @@
 #include "sim/engine.h"
 #include "sim/known_misses.h"
 #include "sim/model_costs.h"
+#include "sim/rebalance.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -399,6 +400,7 @@ Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
 struct TopDetail {
   Breakdown breakdown;
   std::vector<KnownMiss> known_misses;
+  std::optional<Rebalance> rebalance;
 };
 
 // Simulates one layout exactly as `simulate` would its emitted job.
@@ -425,7 +427,7 @@ Expected<TopDetail> SimulateRow(const Context& ctx, std::size_t index, PlanRow& 
   if (fast.iteration_time_ms != row.iteration_time_ms || fast.tokens_per_s != row.tokens_per_s) {
     return Error::Failure("plan: the engine's iteration time differs from the report's");
   }
-  return TopDetail{b, KnownMisses(*job, r)};
+  return TopDetail{b, KnownMisses(*job, r), SuggestRebalance(*job, r, false)};
 }
 
 // Runs `body` on `threads` threads (this one included); each body takes work from a shared
@@ -624,7 +626,7 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
     const std::size_t r = simulated[i];
     if (!full[i]) return full[i].error();
     res.top.push_back(PlanTop{ConfigOf(plan.job, res.rows[r]), res.rows[r], full[i]->breakdown,
-                              std::move(full[i]->known_misses)});
+                              std::move(full[i]->known_misses), std::move(full[i]->rebalance)});
   }
   res.hbm_bytes = plan.job.cluster.device.hbm_bytes;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -760,6 +762,21 @@ std::string PlanSummary(const PlanResult& r) {
       out += "  !\n";
     }
   }
+  // Uneven pipelines: the split that shortens the step, as `simulate` suggests it.
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const std::optional<Rebalance>& b = r.top[i].rebalance;
+    if (!b) continue;
+    std::string split;
+    for (int n : b->layers_per_stage) split += (split.empty() ? "" : ", ") + std::to_string(n);
+    std::snprintf(buf, sizeof buf,
+                  "~ #%zu: pipeline rank %d computes %.1f%% more than the median; "
+                  "with model.layers_per_stage: [",
+                  i + 1, b->busiest_pp_rank, 100 * b->busiest_over_median);
+    out += buf + split;
+    std::snprintf(buf, sizeof buf, "] %.1f ms (%+.1f%%)\n", b->iteration_ms,
+                  100 * (b->iteration_ms / b->before_ms - 1));
+    out += buf;
+  }
   // The layouts the model may rank too high, with what the suite says of their kind.
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     for (const KnownMiss& m : r.top[i].known_misses) {
@@ -804,6 +821,12 @@ std::string PlanToJson(const PlanResult& r) {
                                    {"hidden_dp_share", m.hidden_dp_pct / 100},
                                    {"optimistic_up_to", m.optimistic_pct / 100},
                                    {"note", m.note}});
+    }
+    if (t.rebalance) {
+      e["rebalanced"] = {{"layers_per_stage", t.rebalance->layers_per_stage},
+                         {"iteration_time_ms", t.rebalance->iteration_ms},
+                         {"busiest_pp_rank", t.rebalance->busiest_pp_rank},
+                         {"busiest_over_median", t.rebalance->busiest_over_median}};
     }
     j["top"].push_back(std::move(e));
   }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "schedule/expected.h"
 #include "schedule/report.h"
 #include "sim/known_misses.h"
+#include "sim/rebalance.h"
 
 namespace pipetwin {
 
@@ -60,6 +62,9 @@ struct PlanTop {
   // Where the accuracy suite says such a layout reads optimistic (the notes `simulate` prints
   // for its emitted job): a layout the model may rank too high.
   std::vector<KnownMiss> known_misses;
+  // Where its pipeline ranks are uneven: the model.layers_per_stage that shortens its step
+  // (sim/rebalance.h), as `simulate` suggests it for the emitted job.
+  std::optional<Rebalance> rebalance;
 };
 
 struct PlanResult {

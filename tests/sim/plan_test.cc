@@ -9,6 +9,7 @@
 
 #include "job/plan_file.h"
 #include "sim/known_misses.h"
+#include "sim/rebalance.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -163,6 +164,50 @@ search:
   EXPECT_EQ(flagged, 2);
   EXPECT_NE(PlanSummary(*r).find("a known miss (one_microbatch_a_step)"), std::string::npos);
   EXPECT_NE(PlanToJson(*r).find("\"known_misses\""), std::string::npos);
+}
+
+// An uneven pipeline's top layout carries the split `simulate` suggests for its emitted job
+// (sim/rebalance.h), and that split re-simulates to the step it promises.
+TEST(PlanTest, TopLayoutsCarryTheRebalanceSimulateSuggests) {
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: llama3.1-8b}
+training: {global_batch: 64, micro_batch: 1}
+cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 1}
+search:
+  schedule: [1f1b, interleaved-1f1b]
+  tp: [1, 2]
+  pp: [2, 4]
+  vpp: [2]
+)");
+  auto r = RunPlan(plan, {.top = 4, .threads = 1});
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(r->top.empty());
+  int rebalanced = 0;
+  for (const PlanTop& t : r->top) {
+    auto job = ParseJob(WriteJobConfig(t.job, "emitted"), "top.yaml");
+    ASSERT_TRUE(job) << job.error().message;
+    auto sim = Simulate(*job, SimulateOptions{});
+    ASSERT_TRUE(sim);
+    const std::optional<Rebalance> want = SuggestRebalance(*job, sim->report, false);
+    ASSERT_EQ(t.rebalance.has_value(), want.has_value());
+    if (!want) continue;
+    ++rebalanced;
+    EXPECT_EQ(t.rebalance->layers_per_stage, want->layers_per_stage);
+    EXPECT_EQ(t.rebalance->iteration_ms, want->iteration_ms);
+    EXPECT_LT(t.rebalance->iteration_ms, t.row.iteration_time_ms);
+    JobConfig split = t.job;
+    split.model.layers_per_stage = t.rebalance->layers_per_stage;
+    auto again = ParseJob(WriteJobConfig(split, "rebalanced"), "split.yaml");
+    ASSERT_TRUE(again) << again.error().message;
+    auto sim2 = Simulate(*again, SimulateOptions{});
+    ASSERT_TRUE(sim2);
+    EXPECT_EQ(sim2->report.iteration_time_ms, t.rebalance->iteration_ms);
+  }
+  EXPECT_GE(rebalanced, 1);  // a 128,256-word output layer on one of 2 or 4 stages
+  if (rebalanced > 0) {
+    EXPECT_NE(PlanSummary(*r).find("with model.layers_per_stage: ["), std::string::npos);
+    EXPECT_NE(PlanToJson(*r).find("\"rebalanced\""), std::string::npos);
+  }
 }
 
 // The base job's parallel.cp_comm holds for every layout searched: Llama 3's all-gathered CP

@@ -84,15 +84,13 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
                           ? " (it holds the last stage: the output layer and the loss)"
                       : rebalance->busiest_pp_rank == first_rank ? " (it holds the embedding)"
                                                                  : "";
-    std::string split;
-    for (int n : rebalance->layers_per_stage)
-      split += (split.empty() ? "" : ", ") + std::to_string(n);
     std::printf(
         "note: pipeline rank %d computes %.1f%% more than the median rank%s; with "
-        "model.layers_per_stage: [%s] the step takes %.3f ms (%+.1f%%) (Megatron-Core splits so "
+        "model.layers_per_stage: %s the step takes %.3f ms (%+.1f%%) (Megatron-Core splits so "
         "with --decoder-first/last-pipeline-num-layers or a pipeline layout)\n",
-        rebalance->busiest_pp_rank, 100 * rebalance->busiest_over_median, why, split.c_str(),
-        rebalance->iteration_ms, 100 * (rebalance->iteration_ms / r.iteration_time_ms - 1));
+        rebalance->busiest_pp_rank, 100 * rebalance->busiest_over_median, why,
+        LayersList(rebalance->layers_per_stage).c_str(), rebalance->iteration_ms,
+        100 * (rebalance->iteration_ms / r.iteration_time_ms - 1));
   }
   if (fsdp && r.iteration_time_ms > 0) {
     std::printf(

@@ -766,14 +766,12 @@ std::string PlanSummary(const PlanResult& r) {
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const std::optional<Rebalance>& b = r.top[i].rebalance;
     if (!b) continue;
-    std::string split;
-    for (int n : b->layers_per_stage) split += (split.empty() ? "" : ", ") + std::to_string(n);
     std::snprintf(buf, sizeof buf,
                   "~ #%zu: pipeline rank %d computes %.1f%% more than the median; "
-                  "with model.layers_per_stage: [",
+                  "with model.layers_per_stage: ",
                   i + 1, b->busiest_pp_rank, 100 * b->busiest_over_median);
-    out += buf + split;
-    std::snprintf(buf, sizeof buf, "] %.1f ms (%+.1f%%)\n", b->iteration_ms,
+    out += buf + LayersList(b->layers_per_stage);
+    std::snprintf(buf, sizeof buf, " %.1f ms (%+.1f%%)\n", b->iteration_ms,
                   100 * (b->iteration_ms / b->before_ms - 1));
     out += buf;
   }

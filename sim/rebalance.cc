@@ -4,6 +4,7 @@
 #include <map>
 
 #include "models/costs.h"
+#include "schedule/stats.h"
 #include "sim/simulate.h"
 
 namespace pipetwin {
@@ -19,6 +20,19 @@ struct Played {
   std::vector<double> busy;  // per pipeline rank: its most loaded replica's compute
 };
 
+// A step's per-pipeline-rank compute from its report; none where a row has no pipeline rank.
+std::optional<Played> FromReport(const Report& r) {
+  Played p{.iteration_ms = r.iteration_time_ms,
+           .busy = std::vector<double>(static_cast<std::size_t>(std::max(0, r.pp)), 0.0)};
+  for (const RankReport& rk : r.ranks) {
+    if (rk.pp_rank < 0 || rk.pp_rank >= r.pp) return std::nullopt;
+    double& b = p.busy[static_cast<std::size_t>(rk.pp_rank)];
+    b = std::max(b, rk.compute_busy_ms);
+  }
+  return p;
+}
+
+// The job's step with `split` as its model.layers_per_stage.
 std::optional<Played> Play(const ResolvedJob& job, const std::vector<int>& split) {
   JobConfig c = job.config;
   c.model.layers_per_stage = split;
@@ -26,21 +40,7 @@ std::optional<Played> Play(const ResolvedJob& job, const std::vector<int>& split
   if (!resolved) return std::nullopt;
   auto res = Simulate(*resolved, {.record_timeline = false, .per_world_rank = false});
   if (!res) return std::nullopt;
-  Played p;
-  p.iteration_ms = res->report.iteration_time_ms;
-  p.busy.assign(static_cast<std::size_t>(res->report.pp), 0.0);
-  for (const RankReport& rk : res->report.ranks) {
-    if (rk.pp_rank < 0 || rk.pp_rank >= res->report.pp) return std::nullopt;
-    double& b = p.busy[static_cast<std::size_t>(rk.pp_rank)];
-    b = std::max(b, rk.compute_busy_ms);
-  }
-  return p;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return FromReport(res->report);
 }
 
 }  // namespace
@@ -54,14 +54,8 @@ std::optional<Rebalance> SuggestRebalance(const ResolvedJob& job, const Report& 
   }
   auto split = models::SplitLayers(job.config.model, s.num_stages);
   if (!split) return std::nullopt;
-  // The job's own step, from its report: per pipeline rank, its most loaded replica.
-  std::optional<Played> now = Played{.iteration_ms = r.iteration_time_ms,
-                                     .busy = std::vector<double>(static_cast<std::size_t>(r.pp))};
-  for (const RankReport& rk : r.ranks) {
-    if (rk.pp_rank < 0 || rk.pp_rank >= r.pp) return std::nullopt;
-    double& b = now->busy[static_cast<std::size_t>(rk.pp_rank)];
-    b = std::max(b, rk.compute_busy_ms);
-  }
+  const std::optional<Played> now = FromReport(r);
+  if (!now) return std::nullopt;
   const auto busiest = [](const std::vector<double>& busy) {
     return static_cast<int>(std::max_element(busy.begin(), busy.end()) - busy.begin());
   };
@@ -105,6 +99,12 @@ std::optional<Rebalance> SuggestRebalance(const ResolvedJob& job, const Report& 
   out.layers_per_stage = cur;
   out.iteration_ms = best.iteration_ms;
   return out;
+}
+
+std::string LayersList(const std::vector<int>& layers) {
+  std::string s;
+  for (int n : layers) s += (s.empty() ? "" : ", ") + std::to_string(n);
+  return "[" + s + "]";
 }
 
 }  // namespace pipetwin

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "job/job.h"
@@ -29,5 +30,8 @@ struct Rebalance {
 // abstract costs, not a profile: `with_profile`), pp >= 2.
 std::optional<Rebalance> SuggestRebalance(const ResolvedJob& job, const Report& r,
                                           bool with_profile);
+
+// A split as the job file writes it: "[2, 2, 3, ..., 1]".
+std::string LayersList(const std::vector<int>& layers);
 
 }  // namespace pipetwin

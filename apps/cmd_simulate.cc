@@ -80,10 +80,14 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     const Schedule& s = job.schedule;
     const int last_rank = s.stage_to_rank.back();
     const int first_rank = s.stage_to_rank.front();
-    const char* why = rebalance->busiest_pp_rank == last_rank
-                          ? " (it holds the last stage: the output layer and the loss)"
-                      : rebalance->busiest_pp_rank == first_rank ? " (it holds the embedding)"
-                                                                 : "";
+    const bool last = rebalance->busiest_pp_rank == last_rank;
+    const bool first = rebalance->busiest_pp_rank == first_rank;
+    const char* why = last && first
+                          ? " (it holds the first and the last stage: the embedding, the output "
+                            "layer and the loss)"
+                      : last  ? " (it holds the last stage: the output layer and the loss)"
+                      : first ? " (it holds the first stage: the embedding)"
+                              : "";
     std::printf(
         "note: pipeline rank %d computes %.1f%% more than the median rank%s; with "
         "model.layers_per_stage: %s the step takes %.3f ms (%+.1f%%) (Megatron-Core splits so "

@@ -1,7 +1,6 @@
 #include "sim/rebalance.h"
 
 #include <algorithm>
-#include <map>
 
 #include "models/costs.h"
 #include "schedule/stats.h"
@@ -32,11 +31,13 @@ std::optional<Played> FromReport(const Report& r) {
   return p;
 }
 
-// The job's step with `split` as its model.layers_per_stage.
+// The job's step with `split` as its model.layers_per_stage: the same schedule (the split
+// does not change it), costed again.
 std::optional<Played> Play(const ResolvedJob& job, const std::vector<int>& split) {
   JobConfig c = job.config;
   c.model.layers_per_stage = split;
-  auto resolved = ResolveJob(std::move(c));
+  auto resolved =
+      ResolveJob(std::move(c), {.validate_generated = false, .schedule = &job.schedule});
   if (!resolved) return std::nullopt;
   auto res = Simulate(*resolved, {.record_timeline = false, .per_world_rank = false});
   if (!res) return std::nullopt;

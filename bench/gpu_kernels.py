@@ -17,7 +17,9 @@ Megatron's bias-dropout-add compiled as training runs it against a plain add and
 
 With --only fp8, FP8 GEMMs (torch._scaled_mm) against bf16 on the same shapes, and one layer
 GEMM of each run back to back for 6 s (does the rate sag at the power limit?). With --only
-elementwise, LayerNorm, RMSNorm, GeLU, SwiGLU and rotary, forward and backward.
+elementwise, LayerNorm, RMSNorm, GeLU, SwiGLU and rotary, forward and backward. With --only
+attention, the causal attention alone. With --only head, the last stage's output layer (its
+three GEMMs) and Megatron's cross entropy, eager and fused, at the shapes of real layouts.
 
 Prints JSON. Usage (on a machine with a GPU and PyTorch):
 
@@ -32,7 +34,11 @@ the first from an earlier version of the elementwise part at 128 MB a tensor; --
 h100-fp8.json; --only elementwise, h100-elementwise.json) and
 models/README.md says which constants they set. On one H200 (--hbm-gbs 4800):
 results/models/h200-kernels.json and h200-kernels-2.json (two runs), h200-fp8.json and
-h200-fp8-2.json, and h200-dropout.json (models/README.md, "H200").
+h200-fp8-2.json, and h200-dropout.json (models/README.md, "H200"). On 2026-11-28, with the
+backward timed by torch.autograd.grad: H100 h100-kernels-2.json, h100-attention.json and -2,
+h100-dropout-3.json, h100-head.json and -2 (their fused cross entropy's backward still timed a
+copy of the softmax, since removed: models/README.md, "Known miss"); H200 h200-kernels-3.json,
+h200-attention.json and -2, h200-dropout-2.json, h200-head.json.
 """
 import argparse
 import json
@@ -211,6 +217,115 @@ def elementwise(hbm):
     return rows
 
 
+def head(peak, hbm, eff=0.85):
+    """The last stage's extra work at the shapes of real layouts: the output layer's three GEMMs
+    (forward x W^T, dX = dY W, dW = dY^T x; bf16, as TransformerEngine's recipes keep it under
+    FP8) and the loss over the logits, Megatron's vocabulary-parallel cross entropy without its
+    TP all-reduces, as the eager version runs it (megatron/core/tensor_parallel/cross_entropy.py)
+    and as the fused one (megatron/core/fusions/fused_cross_entropy.py: its four jit-fused
+    functions, each torch.compile'd here). The loss is reported as the bytes per logit that
+    models/costs.cc would have to charge at hbm_efficiency to take the measured time (it
+    charges 38 forward / 14 backward unfused, 22 / 6 fused, for bf16 logits)."""
+    shapes = (("llama3-70b_tp4", 8192, 8192, 128256 // 4),
+              ("llama3.1-405b_tp8", 8192, 16384, 128256 // 8),
+              ("llama3-8b_tp1", 8192, 4096, 128256),
+              ("gpt3-175b_tp8_v51200", 2048, 12288, 51200 // 8))
+
+    def fused_max(logits):
+        lf = logits.float()
+        return lf, lf.max(dim=-1)[0]
+
+    def fused_exp_sum(lf, m, target):
+        lf = lf - m.unsqueeze(-1)
+        pred = lf.gather(1, target.unsqueeze(-1)).squeeze(-1)
+        ex = lf.exp()
+        return ex, ex.sum(dim=-1), pred
+
+    def fused_loss(ex, s, pred):
+        return ex.div(s.unsqueeze(-1)), torch.log(s) - pred
+
+    def fused_grad(softmax, target, g):
+        # In place on the saved softmax, as Megatron's calculate_gradients (the timing below
+        # restores its input first and subtracts the restore).
+        rows = torch.arange(softmax.shape[0], device=softmax.device)
+        softmax[rows, target] -= 1.0
+        softmax.mul_(g.unsqueeze(-1))
+        return softmax.to(torch.bfloat16)
+    c_max, c_exp, c_loss, c_grad = (torch.compile(f, dynamic=False) for f in
+                                    (fused_max, fused_exp_sum, fused_loss, fused_grad))
+
+    def eager_forward(logits, target):
+        lf = logits.float()
+        m = lf.max(dim=-1)[0]
+        lf.sub_(m.unsqueeze(-1))
+        pred = lf.gather(1, target.unsqueeze(-1)).squeeze(-1)
+        lf.exp_()
+        s = lf.sum(dim=-1)
+        lf.div_(s.unsqueeze(-1))
+        return lf, torch.log(s) - pred
+
+    def eager_backward(softmax, target, g):
+        rows = torch.arange(softmax.shape[0], device=softmax.device)
+        softmax[rows, target] -= 1.0
+        softmax.mul_(g.unsqueeze(-1))
+        return softmax.to(torch.bfloat16)
+
+    rows = []
+    for name, t, h, v in shapes:
+        x = torch.randn(t, h, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(v, h, device="cuda", dtype=torch.bfloat16) * 0.02
+        dy = torch.randn(t, v, device="cuda", dtype=torch.bfloat16)
+        wt = w.t()
+        gemm_s = {"forward": timed(lambda: x @ wt), "dgrad": timed(lambda: dy @ w),
+                  "wgrad": timed(lambda: dy.t() @ x)}
+        fl = 2.0 * t * h * v
+        logits = (x @ wt).contiguous()
+        target = torch.randint(0, v, (t,), device="cuda")
+        g = torch.rand(t, device="cuda", dtype=torch.float32)
+        del dy
+        torch.cuda.empty_cache()
+        ef = timed(lambda: eager_forward(logits, target), warmup=2, iters=7)
+        sm, _ = eager_forward(logits, target)
+        sm_copy = sm.clone()
+
+        def eb():
+            sm.copy_(sm_copy)  # the backward works in place: restore its input (timed apart)
+            return eager_backward(sm, target, g)
+        restore = timed(lambda: sm.copy_(sm_copy), warmup=2, iters=7)
+        eb_s = timed(eb, warmup=2, iters=7) - restore
+        del sm, sm_copy
+        torch.cuda.empty_cache()
+
+        def ff():
+            lf, m = c_max(logits)
+            ex, s, pred = c_exp(lf, m, target)
+            return c_loss(ex, s, pred)
+        ff_s = timed(ff, warmup=3, iters=7)
+        softmax, _ = ff()
+        saved = softmax.clone()
+
+        def fb():
+            softmax.copy_(saved)
+            return c_grad(softmax, target, g)
+        fb_s = timed(fb, warmup=3, iters=7) - timed(lambda: softmax.copy_(saved), warmup=2,
+                                                     iters=7)
+        del softmax, saved
+        n = float(t) * v
+        per_logit = lambda sec: sec * hbm * 1e9 * eff / n
+        rows.append({"case": name, "tokens": t, "hidden": h, "vocab_per_rank": v,
+                     "gemm_s": gemm_s,
+                     "gemm_fraction": {k: fl / s / 1e12 / peak for k, s in gemm_s.items()},
+                     "ce_unfused_s": {"forward": ef, "backward": eb_s},
+                     "ce_fused_s": {"forward": ff_s, "backward": fb_s},
+                     "ce_unfused_bytes_per_logit": {"forward": per_logit(ef),
+                                                    "backward": per_logit(eb_s)},
+                     "ce_fused_bytes_per_logit": {"forward": per_logit(ff_s),
+                                                  "backward": per_logit(fb_s)}})
+        del x, w, logits
+        torch.cuda.empty_cache()
+    return rows
+
+
 def attention(peak):
     rows = []
     heads, d = 32, 128
@@ -346,13 +461,22 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--peak-tflops", type=float, required=True)
     p.add_argument("--hbm-gbs", type=float, required=True)
-    p.add_argument("--only", choices=["dropout", "fp8", "elementwise"],
+    p.add_argument("--only", choices=["dropout", "fp8", "elementwise", "head", "attention"],
                    help="dropout: only attention and elementwise dropout against no dropout; "
                    "fp8: only FP8 GEMMs against bf16 (needs --peak-fp8-tflops); "
-                   "elementwise: only norms, activations and rotary, forward and backward")
+                   "elementwise: only norms, activations and rotary, forward and backward; "
+                   "head: only the output layer's GEMMs and the cross entropy; "
+                   "attention: only causal attention")
     p.add_argument("--peak-fp8-tflops", type=float, default=1979)
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if a.only in ("head", "attention"):
+        part = head(a.peak_tflops, a.hbm_gbs) if a.only == "head" else attention(a.peak_tflops)
+        json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                   "peak_tflops": a.peak_tflops, "hbm_gbs": a.hbm_gbs, a.only: part},
+                  sys.stdout, indent=1)
+        print()
+        return
     if a.only == "elementwise":
         json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                    "hbm_gbs": a.hbm_gbs, "elementwise": elementwise(a.hbm_gbs)}, sys.stdout,

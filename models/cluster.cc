@@ -55,7 +55,7 @@ const std::vector<DeviceSpec>& Devices() {
     a100.attn_bwd_efficiency = 0.45;
     // Attention dropout: TransformerEngine runs FlashAttention-2 below sm90 (its backend choice,
     // checked at v1.7 and v1.11), so FlashAttention-2's own cost of dropout p = 0.1 as measured
-    // on an H100 (results/models/h100-dropout.json and h100-dropout-2.json, two runs at s = 2,048
+    // on an H100 (results/models/h100-dropout.json, -2.json and -3.json, three runs at s = 2,048
     // and 4,096: forward 1.21 to 1.25x, backward 1.07 to 1.14x; their means); not measured on an
     // A100. Nor is the fused bias-dropout-add here: it keeps hbm_efficiency.
     a100.attn_dropout_fwd_factor = 1.23;
@@ -92,16 +92,15 @@ const std::vector<DeviceSpec>& Devices() {
     h100.ib_efficiency = 0.9;
     // Measured on one H100 SXM (bench/gpu_kernels.py, results/models/h100-kernels.json):
     // bf16 GEMMs of transformer shapes with n, k >= 4096 run at a median 0.71 of peak (0.56 to
-    // 0.77); causal flash attention (PyTorch SDPA) at 0.52 to 0.61 forward and 0.27 to 0.37
-    // backward of the executed causal FLOPs (s = 2,048 to 8,192); copy, add and GeLU at 0.86
-    // to 0.89 of the HBM bandwidth. The narrow-GEMM factors (kGemmKHalfH100, kGemmNHalfH100) are
-    // fitted to those GEMMs; the GEMM efficiency is the one constant fitted end to end:
-    // 0.65 (least squares over the H100 rows marked fit in examples/published/, the odd rows of
-    // Megatron-Core's 2024 weak-scaling table and of NVIDIA's 2025 dgxc-benchmarking runs;
-    // scripts/fit_gemm_efficiency.py, results/models/h100-gemm-fit.md). The microbenchmarks'
-    // level with the same factors is 0.77; what a training step loses beyond that (the
-    // framework's kernels between the GEMMs; not sustained clocks, which a bf16 GEMM held for 6 s
-    // in results/models/h100-fp8.json) is not modelled term by term.
+    // 0.77); copy, add and GeLU at 0.86 to 0.89 of the HBM bandwidth (attention: below). The
+    // narrow-GEMM factors (kGemmKHalfH100, kGemmNHalfH100) are fitted to those GEMMs; the GEMM
+    // efficiency is the one constant fitted end to end: 0.65 (least squares over the H100 rows
+    // marked fit in examples/published/, the odd rows of Megatron-Core's 2024 weak-scaling table
+    // and of NVIDIA's 2025 dgxc-benchmarking runs; scripts/fit_gemm_efficiency.py,
+    // results/models/h100-gemm-fit.md). The microbenchmarks' level with the same factors is 0.77;
+    // what a training step loses beyond that (the framework's kernels between the GEMMs; not
+    // sustained clocks, which a bf16 GEMM held for 6 s in results/models/h100-fp8.json) is not
+    // modelled term by term.
     h100.fused_attention_by_default = true;
     h100.gemm_efficiency = 0.67;
     h100.variability = a100.variability;  // carried over, not refitted
@@ -116,17 +115,21 @@ const std::vector<DeviceSpec>& Devices() {
     h100.gemm_mnk_half = MnkHalf(h100.peak_bf16_flops, h100.gemm_efficiency, 5 * kUs);
     h100.gemm_k_half = kGemmKHalfH100;
     h100.gemm_n_half = kGemmNHalfH100;
-    h100.attn_fwd_efficiency = 0.55;
-    // As measured; the backward timing carried a gradient-accumulation pass that training does
-    // not run (about 0.40 without it: models/README.md, "Attention core", known bias).
-    h100.attn_bwd_efficiency = 0.35;
+    // Causal flash attention (PyTorch SDPA, cuDNN's kernel), the mean of the measured fractions
+    // at s = 2,048, 4,096 and 8,192 over every run that timed it without a pass training does
+    // not run: forward four runs on two machines (results/models/h100-kernels.json, -2.json,
+    // h100-attention.json, -2.json: 0.563, 0.599, 0.605, 0.589), backward the three of
+    // 2026-11-28 (0.370, 0.376, 0.371), the earlier one having carried a gradient-accumulation
+    // pass (models/README.md, "Attention core").
+    h100.attn_fwd_efficiency = 0.59;
+    h100.attn_bwd_efficiency = 0.37;
     // Attention dropout: TransformerEngine prefers cuDNN's fused attention on sm90 (checked at
     // v1.7 and v1.11), whose causal kernel with dropout p = 0.1 took 2.06x to 2.25x its time
-    // without forward and 1.06x to 1.12x backward at s = 2,048 and 4,096 on one H100, two runs
-    // (results/models/h100-dropout.json, h100-dropout-2.json; PyTorch 2.11's cuDNN backend).
+    // without forward and 1.04x to 1.12x backward at s = 2,048 and 4,096 on one H100, three runs
+    // (results/models/h100-dropout.json, -2.json, -3.json; PyTorch 2.11's cuDNN backend).
     // The means.
-    h100.attn_dropout_fwd_factor = 2.14;
-    h100.attn_dropout_bwd_factor = 1.09;
+    h100.attn_dropout_fwd_factor = 2.17;
+    h100.attn_dropout_bwd_factor = 1.08;
     h100.hbm_efficiency = 0.85;
     // Megatron's bias-dropout-add (x + bias, dropout p = 0.1, + residual; torch.compile, as
     // Megatron-Core's jit_fuser) as training runs it, mask kept: 0.46 of the HBM bandwidth by its
@@ -149,24 +152,27 @@ const std::vector<DeviceSpec>& Devices() {
     //    factors, refitted as H100's were (scripts/gemm_waves.py, on each shape's geometric mean
     //    of the two runs; level 0.77 on both GPUs), are k 450 and n 175 (log-RMS error 0.080;
     //    H100's 550 and 250 give 0.095 there): the faster HBM feeds short-k GEMMs better.
-    //  - Causal flash attention at s = 2,048 to 8,192: forward 0.56 to 0.64 of the executed
-    //    FLOPs (H100 0.52 to 0.61), backward 0.30 to 0.38 (0.27 to 0.37); the means' ratios,
-    //    1.070 and 1.067, on H100's 0.55 and 0.35: 0.59 and 0.37.
+    //  - Causal flash attention at s = 2,048 to 8,192, measured as H100's (the mean over the
+    //    runs): forward 0.60 of the executed FLOPs over five runs (h200-kernels.json, -2, -3,
+    //    h200-attention.json, -2: 0.608, 0.596, 0.602, 0.593, 0.600), backward 0.38 over the
+    //    three of 2026-11-28 (0.379, 0.377, 0.383; the first two timed a pass training does not
+    //    run).
     //  - FP8 GEMMs: a median 0.91 and 0.89 of bf16's efficiency over 30 shapes (H100 0.881):
     //    H100's fitted 0.87 x 0.900 / 0.881 = 0.89.
-    //  - cuDNN's causal attention with dropout p = 0.1: 2.28x and 2.25x forward, 1.09x and 1.06x
-    //    backward at s = 2,048 and 4,096; the bias-dropout-add moved 0.38 of the HBM bandwidth
-    //    (H100 0.46), a copy 0.82 and an add 0.89 (the 0.85 of hbm_efficiency stands).
+    //  - cuDNN's causal attention with dropout p = 0.1, two runs (h200-dropout.json, -2.json):
+    //    2.28x, 2.25x and 2.30x, 2.07x forward, 1.09x, 1.06x and 1.03x, 1.09x backward at
+    //    s = 2,048 and 4,096; the bias-dropout-add moved 0.38 and 0.32 of the HBM bandwidth (H100
+    //    0.46), a copy 0.82 and 0.84, an add 0.89 and 0.87 (the 0.85 of hbm_efficiency stands).
     h200.gemm_efficiency = 0.66;
     h200.gemm_mnk_half = MnkHalf(h200.peak_bf16_flops, h200.gemm_efficiency, 5 * kUs);
     h200.gemm_k_half = 450;
     h200.gemm_n_half = 175;
-    h200.attn_fwd_efficiency = 0.59;
-    h200.attn_bwd_efficiency = 0.37;
+    h200.attn_fwd_efficiency = 0.60;
+    h200.attn_bwd_efficiency = 0.38;
     h200.fp8_gemm_factor = 0.89;
-    h200.attn_dropout_fwd_factor = 2.27;
+    h200.attn_dropout_fwd_factor = 2.23;
     h200.attn_dropout_bwd_factor = 1.07;
-    h200.dropout_add_factor = 0.85 / 0.38;
+    h200.dropout_add_factor = 0.85 / 0.35;
     // One CPU core running the executor's CPU backend (exec/cpu/, float32 Eigen). The
     // rates are rough placeholders for a current x86 core (AVX2 FMA, a few GEMM threads'
     // worth of efficiency lost to small shapes): `pipetwin calibrate` measures the real

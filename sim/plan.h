@@ -81,6 +81,16 @@ struct PlanResult {
 
 Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts = {});
 
+// Which of the top layouts is the fastest once each takes the split `rebalance` suggests for it
+// (its even split where none is suggested), and that step: the ranking itself stays that of the
+// even splits, and layouts below the top K are not rebalanced. Empty where no top layout has a
+// suggestion.
+struct FastestRebalanced {
+  std::size_t index = 0;  // into PlanResult::top
+  double iteration_ms = 0;
+};
+std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r);
+
 // Outputs: the human summary, the --report JSON, the --csv (a row per evaluated layout).
 std::string PlanSummary(const PlanResult& r);
 std::string PlanToJson(const PlanResult& r);

@@ -4,6 +4,7 @@
 #include "sim/plan.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -208,6 +209,59 @@ search:
     EXPECT_NE(PlanSummary(*r).find("with model.layers_per_stage: ["), std::string::npos);
     EXPECT_NE(PlanToJson(*r).find("\"rebalanced\""), std::string::npos);
   }
+  // The fastest of the top layouts once rebalanced: by hand, the least of each one's step with
+  // its suggested split (its even split where none).
+  std::size_t want_index = 0;
+  double want_ms = 1e300;
+  for (std::size_t i = 0; i < r->top.size(); ++i) {
+    const PlanTop& t = r->top[i];
+    const double ms = t.rebalance ? t.rebalance->iteration_ms : t.row.iteration_time_ms;
+    if (ms < want_ms) want_index = i, want_ms = ms;
+  }
+  const std::optional<FastestRebalanced> f = FindFastestRebalanced(*r);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, want_index);
+  EXPECT_EQ(f->iteration_ms, want_ms);
+  const std::string summary = PlanSummary(*r);
+  const std::string line = "~ with those splits #" + std::to_string(want_index + 1) +
+                           (want_index == 0 ? " stays" : " is") + " the fastest of the top " +
+                           std::to_string(r->top.size());
+  EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  const nlohmann::json j = nlohmann::json::parse(PlanToJson(*r));
+  EXPECT_EQ(j["fastest_rebalanced"]["rank"].get<std::size_t>(), want_index + 1);
+  EXPECT_EQ(j["fastest_rebalanced"]["iteration_time_ms"].get<double>(), want_ms);
+}
+
+// Without any suggestion (one pipeline stage: nothing to rebalance) there is no such line or
+// key; on a hand-made result a suggestion on #2 that beats #1's step makes #2 the fastest.
+TEST(PlanTest, NoFastestRebalancedWithoutSuggestions) {
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: llama3.1-8b}
+training: {global_batch: 64, micro_batch: 1, recompute: full}
+cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 1}
+search: {tp: [2, 4], pp: [1], zero: [1]}
+)");
+  auto r = RunPlan(plan, {.top = 2, .threads = 1});
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(r->top.empty());
+  EXPECT_FALSE(FindFastestRebalanced(*r).has_value());
+  EXPECT_EQ(PlanSummary(*r).find("with those splits"), std::string::npos);
+  EXPECT_EQ(PlanToJson(*r).find("fastest_rebalanced"), std::string::npos);
+  PlanResult h;
+  h.top.resize(2);
+  h.top[0].row.iteration_time_ms = 10;
+  h.top[1].row.iteration_time_ms = 11;
+  h.top[1].rebalance = Rebalance{};
+  h.top[1].rebalance->iteration_ms = 9.5;
+  std::optional<FastestRebalanced> f = FindFastestRebalanced(h);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, 1u);
+  EXPECT_EQ(f->iteration_ms, 9.5);
+  h.top[1].rebalance->iteration_ms = 10.5;  // better than its own 11, not than #1's 10
+  f = FindFastestRebalanced(h);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, 0u);
+  EXPECT_EQ(f->iteration_ms, 10);
 }
 
 // The base job's parallel.cp_comm holds for every layout searched: Llama 3's all-gathered CP

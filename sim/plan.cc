@@ -642,9 +642,11 @@ std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r) {
     any = any || t.rebalance.has_value();
     const double ms = t.rebalance ? std::min(t.rebalance->iteration_ms, t.row.iteration_time_ms)
                                   : t.row.iteration_time_ms;
-    if (!best || ms < best->iteration_ms) best = FastestRebalanced{i, ms};
+    if (!best || ms < best->iteration_ms) best = FastestRebalanced{i, ms, 0};
   }
   if (!any) return std::nullopt;
+  best->first_ms =
+      r.top[0].rebalance ? r.top[0].rebalance->iteration_ms : r.top[0].row.iteration_time_ms;
   return best;
 }
 
@@ -796,13 +798,10 @@ std::string PlanSummary(const PlanResult& r) {
                     "below them not rebalanced)\n",
                     r.top.size(), f->iteration_ms);
     } else {
-      const PlanTop& first = r.top[0];
-      const double first_ms =
-          first.rebalance ? first.rebalance->iteration_ms : first.row.iteration_time_ms;
       std::snprintf(buf, sizeof buf,
                     "~ with those splits #%zu is the fastest of the top %zu: %.1f ms against "
                     "#1's %.1f ms (layouts below them not rebalanced)\n",
-                    f->index + 1, r.top.size(), f->iteration_ms, first_ms);
+                    f->index + 1, r.top.size(), f->iteration_ms, f->first_ms);
     }
     out += buf;
   }

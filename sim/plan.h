@@ -88,6 +88,7 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts = {})
 struct FastestRebalanced {
   std::size_t index = 0;  // into PlanResult::top
   double iteration_ms = 0;
+  double first_ms = 0;  // #1's step with its own split, for comparison
 };
 std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r);
 

@@ -8,9 +8,9 @@
 # alone: -1.3% to -7.9% over five runs on an idle machine, -10.6% once in CI); the pipeline and
 # data-parallel bytes sent equal the prediction exactly (real buffers, the model's sizes).
 # Where only the wall-clock checks miss (the iteration time, the median oversleep) the step is
-# measured once more, and the test passes only if the second measurement holds (every check): a shared machine's
-# cores change speed (gpipe on 2 ranks and 2 cores read -12.4% once in CI on 2026-11-28, run
-# alone), where a real regression misses both times.
+# measured once more, and the test passes only if the second measurement holds (every check):
+# a shared machine's cores change speed (gpipe on 2 ranks and 2 cores read -12.4% once in CI on
+# 2026-11-28, run alone), where a real regression misses both times.
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4 tol=${5:-0.10}
 cores=$(nproc 2>/dev/null || echo 1)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "job/plan_file.h"
@@ -227,6 +228,15 @@ search:
                            (want_index == 0 ? " stays" : " is") + " the fastest of the top " +
                            std::to_string(r->top.size());
   EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  const PlanTop& first = r->top[0];
+  const double first_ms =
+      first.rebalance ? first.rebalance->iteration_ms : first.row.iteration_time_ms;
+  EXPECT_EQ(f->first_ms, first_ms);
+  if (want_index != 0) {
+    char against[64];
+    std::snprintf(against, sizeof against, "against #1's %.1f ms", first_ms);
+    EXPECT_NE(summary.find(against), std::string::npos) << summary;
+  }
   const nlohmann::json j = nlohmann::json::parse(PlanToJson(*r));
   EXPECT_EQ(j["fastest_rebalanced"]["rank"].get<std::size_t>(), want_index + 1);
   EXPECT_EQ(j["fastest_rebalanced"]["iteration_time_ms"].get<double>(), want_ms);
@@ -257,6 +267,7 @@ search: {tp: [2, 4], pp: [1], zero: [1]}
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->index, 1u);
   EXPECT_EQ(f->iteration_ms, 9.5);
+  EXPECT_EQ(f->first_ms, 10);
   h.top[1].rebalance->iteration_ms = 10.5;  // better than its own 11, not than #1's 10
   f = FindFastestRebalanced(h);
   ASSERT_TRUE(f.has_value());

@@ -81,17 +81,27 @@ ActivationInventory DecoderLayerActivations(const ModelConfig& m, const Training
   const double mask = m.dropout ? 1 : 0;
   const double tokens = TokensPerRank(m, t.micro_batch, sh);
 
+  // TransformerEngine's FP8 recipe keeps each GEMM input for its weight gradient as the FP8
+  // cast it ran the forward on (1 byte; transformer_engine/pytorch/module/linear.py and
+  // layernorm_linear.py save `inputmat_t` / `ln_out` in FP8). The norm outputs feeding QKV and
+  // fc1 and the activation output feeding fc2 are kept in that form only. The attention output
+  // stays 16-bit for the attention's own backward (flash attention needs O), so the
+  // attention-output GEMM's FP8 copy is kept beside it.
+  const bool fp8 = t.precision == Precision::kFp8;
+  const double g = fp8 ? 1 : e;  // a GEMM input as saved
+
   // Everything but the attention scores, per token, in bytes.
   double per_token = 0;
   per_token += e * d.h / d.r;               // norm-1 input
-  per_token += e * d.h / d.r;               // QKV GEMM input (norm-1 output)
+  per_token += g * d.h / d.r;               // QKV GEMM input (norm-1 output)
   per_token += e * (d.h + 2 * d.kv) / d.t;  // Q, K, V
-  per_token += e * d.h / d.t;               // attention-output GEMM input
+  per_token += e * d.h / d.t;               // attention output (the attention-output GEMM input)
+  per_token += (fp8 ? 1 : 0) * d.h / d.t;   // its FP8 copy
   per_token += mask * d.h / d.r;            // attention-output dropout mask
   per_token += e * d.h / d.r;               // norm-2 input
-  per_token += e * d.h / d.r;               // fc1 input (norm-2 output)
+  per_token += g * d.h / d.r;               // fc1 input (norm-2 output)
   per_token += e * d.act_in / d.t;          // activation-function input
-  per_token += e * d.f / d.t;               // fc2 input
+  per_token += g * d.f / d.t;               // fc2 input
   per_token += mask * d.h / d.r;            // MLP dropout mask
   // Attention core: unfused keeps the s x s scores per head: softmax output, dropout mask,
   // dropout output (Korthikanti's 5as/h at 16 bit); fused keeps a 4-byte log-sum-exp.
@@ -115,11 +125,12 @@ ActivationInventory DecoderLayerActivations(const ModelConfig& m, const Training
   }
   // W: inputs of the QKV, attention-output, fc1 and fc2 GEMMs and their output gradients
   // (tensors replicated over tp are kept sequence-sharded under sp and gathered again).
+  // Under FP8 the inputs are the FP8 casts above.
   double w_per_token = 0;
-  w_per_token += e * d.h / d.r + e * (d.h + 2 * d.kv) / d.t;  // QKV input, dQKV
-  w_per_token += e * d.h / d.t + e * d.h / d.r;               // attn-out input, d(out)
-  w_per_token += e * d.h / d.r + e * d.act_in / d.t;          // fc1 input, d(fc1 out)
-  w_per_token += e * d.f / d.t + e * d.h / d.r;               // fc2 input, d(fc2 out)
+  w_per_token += g * d.h / d.r + e * (d.h + 2 * d.kv) / d.t;  // QKV input, dQKV
+  w_per_token += g * d.h / d.t + e * d.h / d.r;               // attn-out input, d(out)
+  w_per_token += g * d.h / d.r + e * d.act_in / d.t;          // fc1 input, d(fc1 out)
+  w_per_token += g * d.f / d.t + e * d.h / d.r;               // fc2 input, d(fc2 out)
   inv.pending_w = tokens * w_per_token;
   return inv;
 }

@@ -14,7 +14,10 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
     base.params += c.param_bytes;
     base.grads += c.grad_bytes;
     base.optimizer += c.optimizer_bytes;
-    base.comm_buffers += c.comm_buffer_bytes;
+    // A rank computes one stage (chunk) at a time, and the buffers are that computation's
+    // working set (receives, the sp-gathered input, cp's K/V blocks, a reduce-scatter bucket,
+    // ZeRO-3's gathered units): the largest of its stages', not their sum.
+    base.comm_buffers = std::max(base.comm_buffers, c.comm_buffer_bytes);
   }
   const std::int64_t fixed = base.params + base.grads + base.optimizer + base.comm_buffers;
   std::int64_t act = 0;

@@ -22,7 +22,8 @@ struct RankMemory {
 
 // Memory of one pipeline rank over its program: model state of its stages, plus the
 // activations of every microbatch-chunk in flight (full from F until I or B, the W part from
-// I until W, the transient working set inside I or B), plus communication buffers, plus
+// I until W, the transient working set inside I or B), plus the communication buffers of its
+// largest stage (one stage computes at a time; their sum before 2026-11-28), plus
 // (ZeRO-3, FSDP over whole stages) each stage's gathered parameters from UNSHARD until RESHARD,
 // counted as params.
 RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCosts& jc);

@@ -88,6 +88,29 @@ TEST_F(ActivationTest, PendingWeightGradientHoldsGemmInputsAndOutputGrads) {
   EXPECT_DOUBLE_EQ(tp.pending_w, 2 * 16 * sbh / 8);
 }
 
+TEST_F(ActivationTest, Fp8KeepsTheGemmInputsInFp8) {
+  // TransformerEngine's FP8 recipe: the QKV and fc1 inputs (h each) and the fc2 input (f = 4h)
+  // are kept as 1-byte casts instead of 2-byte tensors; the attention output stays 2-byte for
+  // the attention's backward and its 1-byte copy (h) is kept beside it. Net, per token and
+  // layer under tp 8 + sp: (h + h + 4h - h) / 8 bytes fewer, 5 of the 34 sbh / 8.
+  TrainingConfig bf16 = Training(Recompute::kSelective, 2);
+  bf16.flash_attention = true;
+  TrainingConfig fp8 = bf16;
+  fp8.precision = Precision::kFp8;
+  const Sharding sh{8, true, 1};
+  const auto a16 = DecoderLayerActivations(m, bf16, sh);
+  const auto a8 = DecoderLayerActivations(m, fp8, sh);
+  EXPECT_DOUBLE_EQ(a16.inflight - a8.inflight, 5 * sbh / 8);
+  // W's four GEMM inputs (h, h, h, 4h) at 1 byte instead of 2; their output gradients stay.
+  EXPECT_DOUBLE_EQ(a16.pending_w - a8.pending_w, 7 * sbh / 8);
+  // Full recompute keeps the layer input, 16-bit either way.
+  EXPECT_DOUBLE_EQ(DecoderLayerActivations(m, Training(Recompute::kFull, 2), sh).inflight, [&] {
+    TrainingConfig f = Training(Recompute::kFull, 2);
+    f.precision = Precision::kFp8;
+    return DecoderLayerActivations(m, f, sh).inflight;
+  }());
+}
+
 TEST(LayerFlopsTest, NarayananPerLayer) {
   const ModelConfig m = Gpt3_175b();
   const double b = 4, s = m.seq_len, h = m.hidden;

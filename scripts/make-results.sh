@@ -32,7 +32,7 @@ python3 scripts/published.py "$bin" > results/published.md
 python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit \
   > results/published-defaults.md
 # The layout searches: the top 10, every layout (CSV) and the plot.
-for p in gpt3-175b llama3-70b llama3-405b; do
+for p in gpt3-175b llama3-70b llama3-405b nemotron4-340b-fp8; do
   mkdir -p "results/plan/$p"
   "$bin" plan "examples/plan/$p.yaml" --report "results/plan/$p/plan.json" \
     --csv "results/plan/$p/all.csv" --plot "results/plan/$p/plan.png" > "results/plan/$p/plan.txt"

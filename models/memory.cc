@@ -33,6 +33,10 @@ BytesPerParam StateBytesPerParam(const TrainingConfig& t) {
   BytesPerParam b = StateBytesPerParam(t.precision, t.optimizer);
   // Apex's store_param_remainders: the master copy is the bf16 weight plus 16 low bits.
   if (t.master_weights == MasterWeights::kRemainders) b.optimizer -= 2;
+  // The gradient buffer has the element type of the DP reduction (Megatron-Core's grad buffer
+  // is fp32 under grad_reduce_in_fp32, DeepSpeed's ZeRO keeps fp32 gradient partitions, FSDP's
+  // sharded gradient takes its reduce dtype): 4 bytes unless training.grad_reduce_dtype: bf16.
+  b.grads = t.grad_reduce_bytes();
   return b;
 }
 

@@ -11,7 +11,8 @@ namespace {
 TEST(MemoryTest, ZeroStagesMatchRajbhandari) {
   const std::int64_t psi = 7'500'000'000;
   const std::int64_t n = 64;
-  TrainingConfig t;                                                           // bf16, adam
+  TrainingConfig t;  // bf16, adam; the paper's 16-bit gradients: a bf16 reduction
+  t.grad_reduce_dtype = GradReduceDtype::kBf16;
   EXPECT_EQ(ModelStateBytes(psi, t, 0, 64).total(), (2 + 2 + 12) * psi);      // 120 GB
   EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).total(), 4 * psi + 12 * psi / n);  // 31.4 GB
   EXPECT_EQ(ModelStateBytes(psi, t, 2, 64).total(), 2 * psi + 14 * psi / n);  // 16.6 GB
@@ -22,6 +23,19 @@ TEST(MemoryTest, ZeroStagesMatchRajbhandari) {
   EXPECT_EQ(z0.optimizer, 12 * psi);
   // Without data parallelism ZeRO changes nothing.
   EXPECT_EQ(ModelStateBytes(psi, t, 3, 1).total(), 16 * psi);
+}
+
+// Reduced in fp32 (the default, Megatron's grad_reduce_in_fp32) the gradient buffer is fp32:
+// 2 + 4 + 12 bytes a parameter; ZeRO-2 shards the fp32 gradients.
+TEST(MemoryTest, Fp32ReductionKeepsFp32Gradients) {
+  const std::int64_t psi = 7'500'000'000, n = 64;
+  TrainingConfig t;
+  ASSERT_EQ(t.grad_reduce_dtype, GradReduceDtype::kFp32);
+  EXPECT_EQ(ModelStateBytes(psi, t, 0, 64).grads, 4 * psi);
+  EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).total(), 6 * psi + 12 * psi / n);
+  EXPECT_EQ(ModelStateBytes(psi, t, 2, 64).total(), 2 * psi + 16 * psi / n);
+  // The optimizer step reads the fp32 gradient: 4 + 2 * 12 + 2 bytes a parameter.
+  EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 30 * 1000.0);
 }
 
 TEST(MemoryTest, OptimizersDiffer) {
@@ -44,6 +58,7 @@ TEST(MemoryTest, OptimizersDiffer) {
 TEST(MemoryTest, MasterWeightRemaindersKeepTwoBytesOfTheMasterCopy) {
   const std::int64_t psi = 7'500'000'000, n = 64;
   TrainingConfig t;
+  t.grad_reduce_dtype = GradReduceDtype::kBf16;  // NeMo's recipes with remainders reduce in bf16
   t.master_weights = MasterWeights::kRemainders;
   EXPECT_EQ(ModelStateBytes(psi, t, 0, 64).optimizer, 10 * psi);
   EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).total(), 4 * psi + 10 * psi / n);
@@ -51,12 +66,14 @@ TEST(MemoryTest, MasterWeightRemaindersKeepTwoBytesOfTheMasterCopy) {
   EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 24 * 1000.0);
   // The parameters and gradients themselves do not change.
   TrainingConfig full;
+  full.grad_reduce_dtype = GradReduceDtype::kBf16;
   EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).params, ModelStateBytes(psi, full, 1, 64).params);
   EXPECT_EQ(ModelStateBytes(psi, t, 1, 64).grads, ModelStateBytes(psi, full, 1, 64).grads);
 }
 
 TEST(MemoryTest, OptimizerStepTraffic) {
   TrainingConfig t;
+  t.grad_reduce_dtype = GradReduceDtype::kBf16;
   EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 28 * 1000.0);  // 2 + 2*12 + 2
   t.optimizer = Optimizer::kSgd;
   EXPECT_DOUBLE_EQ(OptimizerStepBytes(1000, t), 12 * 1000.0);

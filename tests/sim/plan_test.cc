@@ -282,7 +282,8 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
   auto text = [](const std::string& comm) {
     return "schedule: 1f1b\nparallel: {cp_comm: " + comm +
            "}\nmodel: {preset: llama3-8b, seq_len: 16384}\n"
-           "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+           "training: {global_batch: 16, micro_batch: 1, recompute: selective, "
+           "grad_reduce_dtype: bf16}\n"
            "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
            "search: {tp: [1, 8], pp: [1], cp: [2], zero: [1]}\n";
   };
@@ -312,7 +313,8 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
   // emitted job reproduces under simulate.
   auto h = RunPlan(Parse("schedule: 1f1b\nparallel: {cp_comm: a2a+p2p, cp_a2a: 2}\n"
                          "model: {preset: llama3-8b, seq_len: 16384}\n"
-                         "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+                         "training: {global_batch: 16, micro_batch: 1, recompute: selective, "
+                         "grad_reduce_dtype: bf16}\n"
                          "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
                          "search: {tp: [1], pp: [1], cp: [2, 4], zero: [1]}\n"),
                    {.top = 2, .threads = 1});
@@ -336,7 +338,8 @@ TEST(PlanTest, TheJobsCpCommHoldsForEveryLayout) {
 TEST(PlanTest, SearchesCpCommWhereThereIsCp) {
   auto text = [](const std::string& comms) {
     return "schedule: 1f1b\nmodel: {preset: llama3-8b, seq_len: 16384}\n"
-           "training: {global_batch: 16, micro_batch: 1, recompute: selective}\n"
+           "training: {global_batch: 16, micro_batch: 1, recompute: selective, "
+           "grad_reduce_dtype: bf16}\n"
            "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n"
            "search: {tp: [1, 8], pp: [1], cp: [1, 2], zero: [1], cp_comm: " +
            comms + "}\n";

@@ -29,6 +29,10 @@ python3 scripts/fit_gemm_efficiency.py "$bin" h100-sxm-80gb > results/models/h10
 # MosaicML's attention as their sequence sweep measured it (their jobs state the result).
 python3 scripts/attention_sweep.py "$bin" > results/models/mosaicml-attention.md
 python3 scripts/published.py "$bin" > results/published.md
+# The fitted constants refitted without each source (leave one source out).
+python3 scripts/cross_validate.py "$bin" > results/models/cross-validation.md
+# Would plan have chosen the layouts NVIDIA's recipes ran?
+python3 scripts/plan_vs_published.py "$bin" > results/plan/vs-published.md
 python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit \
   > results/published-defaults.md
 # The layout searches: the top 10, every layout (CSV) and the plot.

@@ -18,6 +18,7 @@ right should find the vendors' choices at or near the top: a large gap says eith
 vendor left speed behind or that the model misprices what separates the two layouts.
 Read-only: nothing in the repository is written but stdout.
 """
+import csv as csvmod
 import glob
 import json
 import os
@@ -37,6 +38,12 @@ def layout_key(schedule, tp, pp, vpp, cp, dp):
     if schedule != "interleaved-1f1b":
         vpp = 1
     return (schedule, int(tp), int(pp), int(vpp), int(cp), int(dp))
+
+
+def fmt(k):
+    return "%s tp %d pp %d%s cp %d dp %d" % (
+        "1F1B" if k[0] == "1f1b" else "int.", k[1], k[2],
+        " vpp %d" % k[3] if k[0] == "interleaved-1f1b" else "", k[4], k[5])
 
 
 def main(argv):
@@ -99,7 +106,6 @@ def main(argv):
                 out.append("| `%s` | plan failed: %s | | | | | |"
                            % (rel, r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode))
                 continue
-            import csv as csvmod
             with open(csv) as f:
                 rows = [x for x in csvmod.DictReader(f) if float(x["iteration_time_ms"]) > 0]
             rows.sort(key=lambda x: -float(x["tokens_per_s"]))
@@ -113,9 +119,6 @@ def main(argv):
             first_ms = float(first["iteration_time_ms"])
             gap = 100.0 * (first_ms / vendor_ms - 1)
             gaps.append(gap)
-            fmt = lambda k: "%s tp %d pp %d%s cp %d dp %d" % (
-                "1F1B" if k[0] == "1f1b" else "int.", k[1], k[2],
-                " vpp %d" % k[3] if k[0] == "interleaved-1f1b" else "", k[4], k[5])
             out.append("| `%s` | %s | %s | %s | %d | %s | %+.1f%% |" % (
                 rel, fmt(vendor), "yes" if vendor_fits else "**no**",
                 place if place else ("not simulated" if vendor_fits else "—"), len(rows),

@@ -139,9 +139,10 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     if (par.dp * par.cp > 1) {
       add("overlap.grad_reduce", b(t.overlap.grad_reduce));
       if (par.zero == 1 || par.zero == 2) add("overlap.param_gather", b(t.overlap.param_gather));
-      if (t.mixed_precision()) {
-        add("grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
-      }
+    }
+    // The element type of the gradients held (memory, the optimizer's reads) and reduced.
+    if (t.mixed_precision()) {
+      add("grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
     }
     if (par.pp > 1) {
       add("pipeline_engine", std::string(models::ToString(t.pipeline_engine)));

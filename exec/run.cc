@@ -509,6 +509,16 @@ Expected<RunResult> RunJob(const ResolvedJob& job, const RunOptions& opts) {
   if (Status s = AgreeAcrossWorld(CheckRunnable(job, opts, world, servers)); !s) {
     return s.error();
   }
+  // The CUDA executor holds and reduces gradients in the compute precision; the prediction
+  // holds them in the reduction's element type (models/README.md, "Model state").
+  if (opts.backend == "cuda" && WorldRank() == 0 && job.config.training.mixed_precision() &&
+      job.config.training.grad_reduce_dtype == models::GradReduceDtype::kFp32) {
+    std::fprintf(stderr,
+                 "note: the CUDA executor holds and reduces gradients in %s; the prediction "
+                 "counts them in fp32 (training.grad_reduce_dtype: fp32, the default): state "
+                 "grad_reduce_dtype: bf16 to compare memory like for like\n",
+                 std::string(models::ToString(job.config.training.precision)).c_str());
+  }
   // With parameter servers the last `servers` world ranks serve; the rest run the job.
   const PsWorld ps(job.parallel().WorldSize(), servers, exe.timeout_s);
   if (ps.is_server()) {

@@ -24,7 +24,6 @@ import sys
 import tempfile
 from multiprocessing import Pool
 
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -49,20 +48,9 @@ def predict_error(args):
     """The suite's error (percent) for one run with compute constants overridden (None: the
     preset's)."""
     run, e, f = args
-    with open(run["path"]) as fh:
-        job = yaml.safe_load(fh)
-    compute = job.setdefault("cluster", {}).setdefault("compute", {})
-    if e is not None:
-        compute["gemm_efficiency"] = e
-    if f is not None:
-        compute["fp8_gemm_factor"] = f
+    compute = {k: v for k, v in (("gemm_efficiency", e), ("fp8_gemm_factor", f)) if v is not None}
     with tempfile.TemporaryDirectory() as tmp:
-        p = os.path.join(tmp, "job.yaml")
-        with open(p, "w") as fh:
-            yaml.safe_dump(job, fh)
-        rep = published.simulate(BIN, p, tmp)
-    metric = run["meta"]["metric"]
-    return published.error_pct(metric, published.METRICS[metric][1](rep), run["meta"]["value"])
+        return published.error_with_compute(BIN, run, compute, tmp)
 
 
 def best(grid, errors, rows):

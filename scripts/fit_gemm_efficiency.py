@@ -21,7 +21,6 @@ import os
 import sys
 import tempfile
 
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -29,16 +28,7 @@ import published  # noqa: E402
 
 
 def error(pipetwin, path, run, key, value, tmp):
-    with open(path) as f:
-        job = yaml.safe_load(f)
-    if value is not None:
-        job.setdefault("cluster", {}).setdefault("compute", {})[key] = value
-    p = os.path.join(tmp, "job.yaml")
-    with open(p, "w") as f:
-        yaml.safe_dump(job, f)
-    rep = published.simulate(pipetwin, p, tmp)
-    metric = run["meta"]["metric"]
-    return published.error_pct(metric, published.METRICS[metric][1](rep), run["meta"]["value"])
+    return published.error_with_compute(pipetwin, run, {} if value is None else {key: value}, tmp)
 
 
 def main(argv):

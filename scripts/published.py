@@ -94,6 +94,20 @@ def simulate(pipetwin, path, tmp):
         return json.load(f)
 
 
+def error_with_compute(pipetwin, run, compute, tmp):
+    """The suite's error (percent) for `run` (read_run's) predicted with `cluster.compute:`
+    keys overridden by the dict `compute` (empty: the job as written)."""
+    with open(run["path"]) as f:
+        job = yaml.safe_load(f)
+    if compute:
+        job.setdefault("cluster", {}).setdefault("compute", {}).update(compute)
+    path = os.path.join(tmp, "job.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(job, f)
+    metric = run["meta"]["metric"]
+    return error_pct(metric, METRICS[metric][1](simulate(pipetwin, path, tmp)), run["meta"]["value"])
+
+
 def main(argv):
     without, only = [], []
     args = argv[2:]

@@ -4,13 +4,10 @@
 
 namespace pipetwin::models {
 
-RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCosts& jc) {
-  std::vector<bool> mine(jc.stages.size(), false);
-  for (const Action& a : program) mine[static_cast<std::size_t>(a.stage)] = true;
+MemoryBytes RankFixedMemory(const JobCosts& jc, const std::vector<int>& stages) {
   MemoryBytes base;
-  for (std::size_t s = 0; s < jc.stages.size(); ++s) {
-    if (!mine[s]) continue;
-    const StageCost& c = jc.stages[s];
+  for (int s : stages) {
+    const StageCost& c = jc.stages[static_cast<std::size_t>(s)];
     base.params += c.param_bytes;
     base.grads += c.grad_bytes;
     base.optimizer += c.optimizer_bytes;
@@ -19,6 +16,17 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
     // ZeRO-3's gathered units): the largest of its stages', not their sum.
     base.comm_buffers = std::max(base.comm_buffers, c.comm_buffer_bytes);
   }
+  return base;
+}
+
+RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCosts& jc) {
+  std::vector<bool> mine(jc.stages.size(), false);
+  for (const Action& a : program) mine[static_cast<std::size_t>(a.stage)] = true;
+  std::vector<int> stages;
+  for (std::size_t s = 0; s < mine.size(); ++s) {
+    if (mine[s]) stages.push_back(static_cast<int>(s));
+  }
+  const MemoryBytes base = RankFixedMemory(jc, stages);
   const std::int64_t fixed = base.params + base.grads + base.optimizer + base.comm_buffers;
   std::int64_t act = 0;
   // FSDP: the parameters of the stages unsharded now, and their unsharded gradients, which

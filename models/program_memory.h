@@ -20,6 +20,10 @@ struct RankMemory {
   std::int64_t peak = 0;
 };
 
+// What a rank holds whatever it computes: the model state of `stages` (its stages), summed,
+// and the communication buffers of the largest of them (one stage computes at a time).
+MemoryBytes RankFixedMemory(const JobCosts& jc, const std::vector<int>& stages);
+
 // Memory of one pipeline rank over its program: model state of its stages, plus the
 // activations of every microbatch-chunk in flight (full from F until I or B, the W part from
 // I until W, the transient working set inside I or B), plus the communication buffers of its

@@ -105,13 +105,8 @@ RankMemoryShape ReduceRankMemory(const std::vector<Action>& program) {
 
 // The peak of RankMemoryOverProgram, from the reduced shape.
 std::int64_t RankPeak(const RankMemoryShape& m, const models::JobCosts& jc) {
-  std::int64_t fixed = 0, buffers = 0;
-  for (int s : m.stages) {
-    const models::StageCost& c = jc.stages[static_cast<std::size_t>(s)];
-    fixed += c.param_bytes + c.grad_bytes + c.optimizer_bytes;
-    buffers = std::max(buffers, c.comm_buffer_bytes);  // one stage's at a time
-  }
-  fixed += buffers;
+  const MemoryBytes base = models::RankFixedMemory(jc, m.stages);
+  const std::int64_t fixed = base.params + base.grads + base.optimizer + base.comm_buffers;
   std::int64_t peak = fixed;
   for (const auto& p : m.points) {
     std::int64_t act = 0;

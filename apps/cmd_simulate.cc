@@ -146,6 +146,10 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     }
     if (par.pp > 1) {
       add("pipeline_engine", std::string(models::ToString(t.pipeline_engine)));
+      if (t.pipeline_engine == models::PipelineEngine::kMegatron && par.tp > 1 && !par.sp) {
+        add("pp_scatter_gather", b(t.pp_scatter_gather_applies(par.tp, par.sp)) +
+                                     " (Megatron-LM's from 2021 to 2023, without sp)");
+      }
     }
     add("cross_entropy", std::string(models::ToString(t.cross_entropy)));
     if (t.mixed_precision() && t.optimizer == models::Optimizer::kAdam) {

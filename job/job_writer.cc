@@ -119,6 +119,7 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
   if (t.master_weights != models::MasterWeights::kFp32)
     Key(e, "master_weights", std::string(models::ToString(t.master_weights)));
   if (t.fp8_params) Key(e, "fp8_params", true);
+  if (t.pp_scatter_gather) Key(e, "pp_scatter_gather", *t.pp_scatter_gather);
   if (t.dp_sync != models::DpSync::kSync)
     Key(e, "dp_sync", std::string(models::ToString(t.dp_sync)));
   if (t.dp_sync == models::DpSync::kStale) Key(e, "staleness", t.staleness);

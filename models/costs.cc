@@ -741,10 +741,26 @@ void StageActivationsAndParams(const Shared& j, StageCost& sc) {
   sc.activation_transient_bytes = std::llround(transient);
 }
 
-// Stage phase, pipeline link: the stage's output activation, sequence-sharded under sp.
+// Stage phase, pipeline link: the stage's output activation, sequence-sharded under sp. Under
+// Megatron's scatter/gather (training.pp_scatter_gather: no sp, tp > 1) each TP rank sends its
+// 1/tp of the replicated activation and the receiver all-gathers it over TP before the
+// consumer can run: the transfer takes both, in series (the CPU executor sends whole tensors).
 void StagePipelineTransfer(const Shared& j, StageCost& sc) {
   sc.p2p_bytes = j.c.e * j.c.tokens * j.c.m.hidden / j.r;
+  sc.p2p_send_bytes = sc.p2p_bytes;
   sc.p2p_ms = SendRecvMs(sc.p2p_bytes, j.pp_link);
+  const int tp = j.par.tp;
+  if (j.num_stages > 1 && j.cluster.device.name != "cpu" &&
+      j.c.t.pp_scatter_gather_applies(tp, j.par.sp)) {
+    sc.p2p_send_bytes = sc.p2p_bytes / tp;
+    sc.p2p_ms =
+        SendRecvMs(sc.p2p_send_bytes, j.pp_link) + Tp(j.c, Collective::kAllGather, sc.p2p_bytes);
+    // The receiver's all-gathers: the activation into every stage but the first, the
+    // gradient into every stage but the last.
+    const int received = (sc.has_embedding ? 0 : 1) + (sc.has_output ? 0 : 1);
+    sc.tp_bytes_per_microbatch +=
+        std::llround(received * TpSent(j.c, Collective::kAllGather, sc.p2p_bytes));
+  }
 }
 
 // Stage phase, memory inventory: the model state under ZeRO and the communication buffers
@@ -1043,6 +1059,7 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     sc.activation_bytes_pending_w = cm.activations_pending_w;
     sc.activation_transient_bytes = cm.activations_i_transient;
     sc.p2p_bytes = static_cast<double>(cm.boundary_bytes);
+    sc.p2p_send_bytes = sc.p2p_bytes;
     sc.comm_buffer_bytes = 0;
     sc.tp_bytes_per_microbatch = cm.tp_bytes_per_microbatch;
     sc.tp_bytes_per_iteration = cm.tp_bytes_per_iteration;

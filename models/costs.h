@@ -52,7 +52,10 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // (training.overlap.tp_dgrad_reduce); a fused B takes I + W minus this.
   double fused_backward_tp_hidden_ms = 0;
   double p2p_bytes = 0;  // activation (and, same size, gradient) sent to the next/previous stage
-  double p2p_ms = 0;     // one such transfer to the next stage (latency + bytes / bandwidth)
+  // What one rank puts on the pipeline link for it: p2p_bytes, or its 1/tp under Megatron's
+  // scatter/gather (training.pp_scatter_gather), whose receiver all-gathers the rest over TP.
+  double p2p_send_bytes = 0;
+  double p2p_ms = 0;  // one such transfer to the next stage (latency + bytes / bandwidth)
 
   // Per iteration.
   double dp_reduce_ms = 0;     // gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1)

@@ -95,12 +95,12 @@ Expected<Overlap> ParseOverlap(const YAML::Node& v, const YamlFields& f, const s
 Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlFields& f) {
   TrainingConfig t;
   if (!node || node.IsNull()) return t;
-  if (Status s =
-          f.CheckKeys(node, "training",
-                      {"global_batch", "micro_batch", "precision", "optimizer", "recompute",
-                       "flash_attention", "overlap", "grad_reduce_dtype", "grad_bucket_mb",
-                       "zero3_prefetch", "zero3_unit", "zero3_nics", "pipeline_engine",
-                       "cross_entropy", "dp_sync", "staleness", "master_weights", "fp8_params"});
+  if (Status s = f.CheckKeys(
+          node, "training",
+          {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "flash_attention",
+           "overlap", "grad_reduce_dtype", "grad_bucket_mb", "zero3_prefetch", "zero3_unit",
+           "zero3_nics", "pipeline_engine", "cross_entropy", "dp_sync", "staleness",
+           "master_weights", "fp8_params", "pp_scatter_gather"});
       !s) {
     return s.error();
   }
@@ -235,6 +235,16 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
       return f.At(v, "training.fp8_params",
                   "true keeps no bf16 weight for master_weights: remainders to complete (NeMo "
                   "stores full fp32 master weights with fp8_params): use master_weights: fp32");
+    }
+  }
+  if (const YAML::Node v = node["pp_scatter_gather"]) {
+    Expected<bool> x = f.Bool(v, "training.pp_scatter_gather");
+    if (!x) return x.error();
+    t.pp_scatter_gather = *x;
+    if (*x && t.pipeline_engine == PipelineEngine::kDeepSpeed) {
+      return f.At(v, "training.pp_scatter_gather",
+                  "true is Megatron-LM's pipeline transfer; DeepSpeed's PipelineEngine "
+                  "(pipeline_engine: deepspeed) sends whole tensors: use false, or leave it out");
     }
   }
   return t;

@@ -6,7 +6,7 @@
 //                        tp_dgrad_reduce: true},
 //              grad_reduce_dtype: fp32, grad_bucket_mb: 160, zero3_prefetch: 1,
 //              cross_entropy: unfused, dp_sync: stale, staleness: 2,
-//              master_weights: fp32, fp8_params: false}
+//              master_weights: fp32, fp8_params: false, pp_scatter_gather: true}
 //
 //   Expected<TrainingConfig> t = ParseTrainingConfig(job.training, YamlFields{job.path});
 #pragma once
@@ -120,11 +120,25 @@ struct TrainingConfig {
   // ZeRO's parameter all-gather moves them in FP8. false: they are bf16 and TransformerEngine
   // keeps a cached FP8 copy and its transpose beside each (2 bytes more). models/README.md, FP8.
   bool fp8_params = false;
+  // Megatron-LM's scatter/gather of the pipeline transfer (`--scatter-gather-tensors-in-pipeline`:
+  // added 2021-01-20, on by default from 2021-02-16, dropped when the p2p code moved into
+  // Megatron-Core in 2023; Narayanan et al. 2021, Sec. 4.1): without sequence parallelism the
+  // activation (or its gradient) is replicated over the TP ranks, so each sends only its 1/tp of
+  // it and the receiving stage all-gathers the pieces over its TP group (NVLink). Absent: on
+  // (TrainingConfig::pp_scatter_gather_applies). It applies only to Megatron's engine with
+  // tp > 1 and no sp; DeepSpeed's PipelineEngine sends whole tensors (true is refused there).
+  std::optional<bool> pp_scatter_gather;
 
   // Whether the DP gradient reductions wait for the rank's last backward (no
   // overlap.grad_reduce: Megatron-LM's reduction after the pipeline flush), in the simulator
   // (CostTable::reduce_after_backward) and the executor (exec::EngineOptions) alike.
   bool reduce_after_backward() const { return !overlap.grad_reduce; }
+  // pp_scatter_gather, resolved: the layout sends 1/tp of each pipeline transfer and gathers
+  // the rest over TP (Megatron's engine, tp > 1, no sp; on unless the job says false).
+  bool pp_scatter_gather_applies(int tp, bool sp) const {
+    return pipeline_engine == PipelineEngine::kMegatron && tp > 1 && !sp &&
+           pp_scatter_gather.value_or(true);
+  }
   // overlap.tp_dgrad_reduce, resolved: as given, else on with sequence parallelism (`sp`).
   bool tp_dgrad_overlap(bool sp) const { return overlap.tp_dgrad_reduce.value_or(sp); }
 

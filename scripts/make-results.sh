@@ -33,7 +33,7 @@ python3 scripts/published.py "$bin" > results/published.md
 python3 scripts/cross_validate.py "$bin" > results/models/cross-validation.md
 # Would plan have chosen the layouts NVIDIA's recipes ran?
 python3 scripts/plan_vs_published.py "$bin" > results/plan/vs-published.md
-python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit \
+python3 scripts/published.py "$bin" --without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit,pp_scatter_gather \
   > results/published-defaults.md
 # The layout searches: the top 10, every layout (CSV) and the plot.
 for p in gpt3-175b llama3-70b llama3-405b nemotron4-340b-fp8; do

@@ -17,7 +17,7 @@ same FLOP formula (Narayanan et al. 2021, Eq. 3). Writes Markdown (results/publi
 
 --without KEY[,KEY...] predicts each job with those `training:` keys (or `training.overlap:`
 keys) removed, so that they take their defaults: what a job file written without them, as
-someone else's would be, gets. `--without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit`
+someone else's would be, gets. `--without tp_dgrad_reduce,pipeline_engine,cross_entropy,zero3_unit,pp_scatter_gather`
 strips the keys pipetwin added beyond the issue's overlap flags that its jobs use (the FSDP
 jobs then read as DeepSpeed's stage 3, the default). --only PREFIX[,PREFIX...] keeps the runs
 whose path under examples/published/ starts with one of them (e.g. `korthikanti2022/`).

@@ -15,7 +15,7 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     st.backward = SimTime::FromMillis(c.backward_input_ms + c.backward_weight_ms -
                                       c.fused_backward_tp_hidden_ms);
     st.send_forward = st.send_backward = SimTime::FromMillis(c.p2p_ms);
-    st.send_bytes = static_cast<std::int64_t>(c.p2p_bytes);
+    st.send_bytes = static_cast<std::int64_t>(c.p2p_send_bytes);
     // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step, and
     // the tied-embedding sync) run on the collective stream.
     // Under training.overlap the parts hidden under compute are not played.

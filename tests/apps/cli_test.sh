@@ -21,6 +21,9 @@ expect 0 "^assumed .*: flash_attention false \(a100-sxm-80gb's default\), overla
   simulate "$src/examples/models/gpt3-175b.yaml"
 expect 0 "^assumed .*: pipeline_engine megatron, cross_entropy unfused$" -- \
   simulate "$src/examples/published/nemo2024/04-gpt3-175b-512gpu.yaml"
+# ... Megatron-LM's scatter/gather of the pipeline transfer where it applies (tp > 1, no sp).
+expect 0 "^assumed .*, pipeline_engine megatron, pp_scatter_gather true \(Megatron-LM's from 2021 to 2023, without sp\), cross_entropy unfused" -- \
+  simulate "$src/examples/published/narayanan2021/10-gpt-1008b.yaml"
 # A plan whose every layout is invalid says so (not "no layout fits in memory").
 expect 0 "^no layout is valid: widen search:" -- plan \
   "$(job allinvalid.yaml 'schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\ncluster: {device: a100-sxm-80gb, gpus_per_node: 5, nodes: 1}\nsearch: {pp: [5]}\n')"

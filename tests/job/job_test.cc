@@ -483,6 +483,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   c.training.zero3_nics = models::Zero3Nics::kRank;
   c.training.pipeline_engine = models::PipelineEngine::kDeepSpeed;
   c.training.cross_entropy = models::CrossEntropy::kFused;
+  c.training.pp_scatter_gather = false;  // stated (true would be refused under DeepSpeed's)
   c.cluster.nics_per_node = 4;
   c.cluster.fabric = {.block_nodes = 384, .oversubscription = 7};
   c.cluster.dp_reduction = models::ClusterConfig::DpReduction::kRing;
@@ -508,6 +509,7 @@ TEST(JobWriter, ExamplesRoundTrip) {
   EXPECT_EQ(c2->training.zero3_nics, models::Zero3Nics::kRank);
   EXPECT_EQ(c2->training.cross_entropy, models::CrossEntropy::kFused);
   EXPECT_EQ(c2->training.pipeline_engine, models::PipelineEngine::kDeepSpeed);
+  EXPECT_EQ(c2->training.pp_scatter_gather, std::optional<bool>(false));
   EXPECT_EQ(c2->cluster.nics_per_node, 4);
   EXPECT_EQ(c2->cluster.fabric.block_nodes, 384);
   EXPECT_EQ(c2->cluster.fabric.oversubscription, 7);

@@ -814,6 +814,60 @@ TEST(CostsTest, TpDgradReduceHidesTheColumnParallelReductionsInAFusedBackward) {
   EXPECT_NEAR(ds_on->stages[1].fused_backward_tp_hidden_ms, a.fused_backward_tp_hidden_ms, 1e-9);
 }
 
+// training.pp_scatter_gather (Megatron-LM's --scatter-gather-tensors-in-pipeline, its default
+// from 2021-02-16 until Megatron-Core's p2p of 2023; Narayanan et al. 2021, Sec. 4.1): without
+// sp the activation is replicated over the TP ranks, so each sends 1/tp of it and the receiver
+// all-gathers it over TP. Hand-worked for GPT-3 175B, tp 8, pp 4 on A100 nodes (the pipeline link
+// inter-node: its latency and bandwidth as the job states them), micro-batch 1: the activation is
+// S = 2 x 2048 x 12288 bytes; the all-gather over NVLink takes 7 x 2 us + 7/8 x S / 240 GB/s.
+TEST(CostsTest, PipelineScatterGatherSendsOneTpShareAndGathersOverTp) {
+  const double s = 2.0 * 2048 * 12288, nvlink = 300e9 * 0.8;
+  const double gather_ms = 7 * 2e-3 + 7.0 / 8 * s / nvlink * 1e3;
+  auto job = [](const std::string& parallel, const std::string& training,
+                const std::string& device = "a100-sxm-80gb") {
+    return Costs("schedule: 1f1b\nparallel: " + parallel +
+                     "\nmodel: {preset: gpt3-175b}\ntraining: {global_batch: 16, micro_batch: 1" +
+                     training + "}\ncluster: {device: " + device + "}\n",
+                 4);
+  };
+  const Expected<JobCosts> dflt = job("{pp: 4, tp: 8}", "");
+  const Expected<JobCosts> off = job("{pp: 4, tp: 8}", ", pp_scatter_gather: false");
+  const Expected<JobCosts> sp_on = job("{pp: 4, tp: 8, sp: true}", ", pp_scatter_gather: true");
+  const Expected<JobCosts> sp_off = job("{pp: 4, tp: 8, sp: true}", ", pp_scatter_gather: false");
+  const Expected<JobCosts> ds = job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed");
+  ASSERT_TRUE(dflt.ok() && off.ok() && sp_on.ok() && sp_off.ok() && ds.ok());
+  const double lat = dflt->p2p_latency_ms, bw = dflt->p2p_bandwidth_bytes_per_ms;
+  ASSERT_GT(lat, 2e-3);  // the inter-node link: stages sit on different nodes
+  for (std::size_t st = 0; st < 4; ++st) {
+    const StageCost& a = dflt->stages[st];
+    const StageCost& b = off->stages[st];
+    EXPECT_EQ(a.p2p_bytes, s);  // what a stage receives and holds: the whole activation
+    EXPECT_EQ(a.p2p_send_bytes, s / 8);
+    EXPECT_NEAR(a.p2p_ms, lat + s / 8 / bw + gather_ms, 1e-12);
+    EXPECT_EQ(b.p2p_send_bytes, s);
+    EXPECT_NEAR(b.p2p_ms, lat + s / bw, 1e-12);
+    // The receiver's gathers: the activation into stages 1 to 3, the gradient into 0 to 2.
+    const int received = (st > 0 ? 1 : 0) + (st < 3 ? 1 : 0);
+    EXPECT_EQ(a.tp_bytes_per_microbatch - b.tp_bytes_per_microbatch,
+              std::llround(received * 7.0 / 8 * s));
+    EXPECT_EQ(a.forward_ms, b.forward_ms);  // only the transfer changes
+  }
+  EXPECT_LT(dflt->stages[1].p2p_ms, off->stages[1].p2p_ms / 4);
+  // Under sp the transfer is sequence-sharded already (Megatron ignores the flag there); under
+  // DeepSpeed's engine whole tensors go, and `true` is refused.
+  EXPECT_EQ(sp_on->stages[1].p2p_ms, sp_off->stages[1].p2p_ms);
+  EXPECT_EQ(sp_on->stages[1].p2p_send_bytes, s / 8);
+  EXPECT_EQ(ds->stages[1].p2p_send_bytes, s);
+  const Expected<JobCosts> ds_on =
+      job("{pp: 4, tp: 8}", ", pipeline_engine: deepspeed, pp_scatter_gather: true");
+  ASSERT_FALSE(ds_on.ok());
+  EXPECT_NE(ds_on.error().message.find("training.pp_scatter_gather"), std::string::npos);
+  EXPECT_NE(ds_on.error().message.find("deepspeed"), std::string::npos);
+  const Expected<JobCosts> bad = job("{pp: 4, tp: 8}", ", pp_scatter_gather: maybe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("training.pp_scatter_gather"), std::string::npos);
+}
+
 // A decoder layer's memory-bound passes outside the attention scores, hand-counted per token
 // for GPT-3 175B (h 12288, f 4h, learned positions, dropout) at tp 8 with flash attention:
 // two norms (read, write: 4h bytes each), two residual adds with the hidden dropout fused in

@@ -142,7 +142,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     }
     // The element type of the gradients held (memory, the optimizer's reads) and reduced.
     if (t.mixed_precision()) {
-      add("grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
+      add("grad_reduce_dtype", std::string(t.grad_reduce_name()));
     }
     if (par.pp > 1) {
       add("pipeline_engine", std::string(models::ToString(t.pipeline_engine)));

@@ -101,7 +101,7 @@ void WriteTraining(YAML::Emitter& e, const models::TrainingConfig& t) {
     e << YAML::EndMap;
   }
   {  // always: its default depends on the precision
-    Key(e, "grad_reduce_dtype", std::string(models::ToString(t.grad_reduce_dtype)));
+    Key(e, "grad_reduce_dtype", std::string(t.grad_reduce_name()));
   }
   if (t.grad_bucket_mb != 0) KeyNum(e, "grad_bucket_mb", t.grad_bucket_mb);
   if (t.zero3_prefetch != 1) Key(e, "zero3_prefetch", t.zero3_prefetch);

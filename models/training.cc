@@ -147,8 +147,9 @@ Expected<TrainingConfig> ParseTrainingConfig(const YAML::Node& node, const YamlF
     t.overlap = *x;
   }
   if (const YAML::Node v = node["grad_reduce_dtype"]) {
-    Expected<std::string> x = f.Choice(v, "training.grad_reduce_dtype", {"fp32", "bf16"});
+    Expected<std::string> x = f.Choice(v, "training.grad_reduce_dtype", {"fp32", "bf16", "fp16"});
     if (!x) return x.error();
+    // fp16 and bf16 both name the 16-bit compute type (2 bytes): what the job trains in.
     t.grad_reduce_dtype = *x == "fp32" ? GradReduceDtype::kFp32 : GradReduceDtype::kBf16;
   } else if (t.precision == Precision::kFp16) {
     // Megatron-LM's defaults: fp16 runs reduce gradients in fp16 (16-bit), bf16 runs in fp32

@@ -27,7 +27,9 @@ namespace pipetwin::models {
 enum class Precision { kBf16, kFp16, kFp32, kFp8 };
 enum class Optimizer { kAdam, kSgd, kSgdMomentum };
 enum class Recompute { kNone, kSelective, kFull };  // Korthikanti et al. 2022
-enum class GradReduceDtype { kFp32, kBf16 };        // element type of the DP gradient reduction
+// Element type of the DP gradient reduction: fp32, or 16-bit in the compute type (`bf16`; a job
+// that trains in fp16 may write `fp16`, the same 2 bytes: TrainingConfig::grad_reduce_name).
+enum class GradReduceDtype { kFp32, kBf16 };
 // How the loss runs over the logits (models/README.md, "Cross entropy"): Megatron-LM's eager
 // vocabulary-parallel cross entropy (its default), or a fused one (Megatron-Core's
 // --cross-entropy-loss-fusion, NeMo's default; llm-foundry's fused_crossentropy).
@@ -142,6 +144,11 @@ struct TrainingConfig {
   // overlap.tp_dgrad_reduce, resolved: as given, else on with sequence parallelism (`sp`).
   bool tp_dgrad_overlap(bool sp) const { return overlap.tp_dgrad_reduce.value_or(sp); }
 
+  // grad_reduce_dtype as a job file writes it: fp32, or the 16-bit compute type (fp16 or bf16).
+  std::string_view grad_reduce_name() const {
+    if (grad_reduce_dtype == GradReduceDtype::kFp32) return "fp32";
+    return precision == Precision::kFp16 ? "fp16" : "bf16";
+  }
   // Bytes of one activation / parameter / gradient element in the compute precision.
   int element_bytes() const { return precision == Precision::kFp32 ? 4 : 2; }
   bool mixed_precision() const { return precision != Precision::kFp32; }

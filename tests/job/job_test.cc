@@ -101,6 +101,40 @@ TEST(Job, StragglersReadAndWrittenBack) {
   EXPECT_DOUBLE_EQ(r3, 1.5 * models::StragglerFactor(no_fixed, 3, 7));
 }
 
+// training.grad_reduce_dtype: fp16 and bf16 both name the 16-bit compute type (2 bytes), and a
+// job is written back with the one it trains in; anything else names the key and the choices.
+TEST(Job, GradReduceDtypeNamesTheSixteenBitComputeType) {
+  auto job = [](const std::string& training) {
+    return ParseJobConfig(
+        "schedule: 1f1b\nparallel: {pp: 2}\nmodel: {preset: tiny}\ntraining: {global_batch: 4, " +
+            training + "}\n",
+        "job.yaml");
+  };
+  for (const char* dtype : {"fp16", "bf16"}) {
+    auto c = job(std::string("precision: fp16, grad_reduce_dtype: ") + dtype);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_EQ(c->training.grad_reduce_bytes(), 2);
+    EXPECT_EQ(c->training.grad_reduce_name(), "fp16");
+    const std::string text = WriteJobConfig(*c, "round trip");
+    EXPECT_NE(text.find("grad_reduce_dtype: fp16"), std::string::npos) << text;
+    auto c2 = ParseJobConfig(text, "job.yaml");
+    ASSERT_TRUE(c2.ok()) << c2.error().message;
+    EXPECT_EQ(WriteJobConfig(*c2, "round trip"), text);
+  }
+  auto fp16_default = job("precision: fp16");  // Megatron-LM's: fp16 runs reduce in fp16
+  ASSERT_TRUE(fp16_default.ok());
+  EXPECT_EQ(fp16_default->training.grad_reduce_name(), "fp16");
+  auto bf16 = job("precision: bf16, grad_reduce_dtype: bf16");
+  ASSERT_TRUE(bf16.ok());
+  EXPECT_EQ(bf16->training.grad_reduce_name(), "bf16");
+  EXPECT_EQ(job("precision: bf16")->training.grad_reduce_name(), "fp32");
+  auto bad = job("precision: fp16, grad_reduce_dtype: fp8");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("training.grad_reduce_dtype: must be one of fp32, bf16, fp16"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 // parallel.cp_comm: a2a reads and writes back.
 TEST(Job, CpCommA2aRoundTrips) {
   auto c = ParseJobConfig(

@@ -540,6 +540,12 @@ Link PipelineLink(JobCosts& jc, const RankLayout& layout, const Topology& topo) 
   }
   jc.p2p_latency_ms = 1e3 * pp_link.latency_s;
   jc.p2p_bandwidth_bytes_per_ms = pp_link.bandwidth_bytes_per_s * 1e-3;
+  const int pp = layout.Size(Dim::kPp);
+  jc.pp_boundary_inter.assign(pp > 1 ? static_cast<std::size_t>(pp) : 0, 0);
+  for (int b = 0; pp_spans && b < pp; ++b) {
+    jc.pp_boundary_inter[static_cast<std::size_t>(b)] =
+        layout.PairSpansNodes(Dim::kPp, b, (b + 1) % pp, gpn) ? 1 : 0;
+  }
   const GroupShape world{jc.world_size, jc.cluster.nodes, std::min(gpn, jc.world_size)};
   jc.sync_ms = CollectiveMs(Collective::kAllReduceTree, 8, world, topo);
   return pp_link;
@@ -749,12 +755,14 @@ void StagePipelineTransfer(const Shared& j, StageCost& sc) {
   sc.p2p_bytes = j.c.e * j.c.tokens * j.c.m.hidden / j.r;
   sc.p2p_send_bytes = sc.p2p_bytes;
   sc.p2p_ms = SendRecvMs(sc.p2p_bytes, j.pp_link);
+  sc.p2p_intra_ms = SendRecvMs(sc.p2p_bytes, j.cluster.intra);
   const int tp = j.par.tp;
   if (j.num_stages > 1 && j.cluster.device.name != "cpu" &&
       j.c.t.pp_scatter_gather_applies(tp, j.par.sp)) {
     sc.p2p_send_bytes = sc.p2p_bytes / tp;
-    sc.p2p_ms =
-        SendRecvMs(sc.p2p_send_bytes, j.pp_link) + Tp(j.c, Collective::kAllGather, sc.p2p_bytes);
+    const double gather = Tp(j.c, Collective::kAllGather, sc.p2p_bytes);
+    sc.p2p_ms = SendRecvMs(sc.p2p_send_bytes, j.pp_link) + gather;
+    sc.p2p_intra_ms = SendRecvMs(sc.p2p_send_bytes, j.cluster.intra) + gather;
     // The receiver's all-gathers: the activation into every stage but the first, the
     // gradient into every stage but the last.
     const int received = (sc.has_embedding ? 0 : 1) + (sc.has_output ? 0 : 1);

@@ -55,7 +55,11 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // What one rank puts on the pipeline link for it: p2p_bytes, or its 1/tp under Megatron's
   // scatter/gather (training.pp_scatter_gather), whose receiver all-gathers the rest over TP.
   double p2p_send_bytes = 0;
-  double p2p_ms = 0;  // one such transfer to the next stage (latency + bytes / bandwidth)
+  double p2p_ms =
+      0;  // one such transfer over the worst pipeline link (latency + bytes / bandwidth)
+  // The same transfer where its two pipeline ranks share a node (NVLink): what a boundary
+  // that JobCosts::pp_boundary_inter marks 0 takes (sim/model_costs.cc).
+  double p2p_intra_ms = 0;
 
   // Per iteration.
   double dp_reduce_ms = 0;     // gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1)
@@ -140,6 +144,10 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
 struct JobCosts {
   std::vector<StageCost> stages;                              // size num_stages, in model order
   double p2p_latency_ms = 0, p2p_bandwidth_bytes_per_ms = 0;  // worst pipeline link
+  // Per pipeline boundary b (pipeline ranks b and (b + 1) mod pp): 1 where, in any replica, the
+  // two sit on different nodes (the worst link above), 0 where they share one (NVLink). Empty
+  // with pp 1.
+  std::vector<char> pp_boundary_inter;
   double sync_ms = 0;  // all-rank reduction before the optimizer step (grad norm, inf check)
   // cluster.variability: the expected slowest of the ranks that synchronise, as a factor on
   // every stage's compute (1 without variability); already applied to the stage times.

@@ -1,6 +1,7 @@
 #include "models/placement.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace pipetwin::models {
 namespace {
@@ -270,6 +271,21 @@ bool RankLayout::NeighboursSpanNodes(Dim d, int gpus_per_node) const {
   const std::vector<char> residues = Residues(count, stride_, gpus_per_node);
   for (int rho = 0; rho < gpus_per_node; ++rho) {
     if (residues[static_cast<std::size_t>(rho)] && rho + Stride(d) >= gpus_per_node) return true;
+  }
+  return false;
+}
+
+bool RankLayout::PairSpansNodes(Dim d, int a, int b, int gpus_per_node) const {
+  if (a == b) return false;
+  const int g = std::max(gpus_per_node, 1);
+  std::array<int, 4> count = size_;
+  count[Index(d)] = 1;  // the other coordinates: the rank is lo * stride + rest
+  const std::vector<char> rest = Residues(count, stride_, g);
+  const long long lo = std::min(a, b), dist = static_cast<long long>(std::abs(a - b)) * Stride(d);
+  for (int rho = 0; rho < g; ++rho) {
+    if (!rest[static_cast<std::size_t>(rho)]) continue;
+    // Two ranks dist apart share a node iff the lower one's offset in its node leaves room.
+    if ((lo * Stride(d) + rho) % g + dist >= g) return true;
   }
   return false;
 }

@@ -76,6 +76,9 @@ class RankLayout {
   // Whether any rank and its next neighbour along d (e.g. adjacent pipeline stages) sit on
   // different nodes.
   bool NeighboursSpanNodes(Dim d, int gpus_per_node) const;
+  // Whether any rank at coordinate a along d and its counterpart at b (every other coordinate
+  // the same) sit on different nodes: one pipeline boundary, over all replicas.
+  bool PairSpansNodes(Dim d, int a, int b, int gpus_per_node) const;
 
  private:
   std::array<int, 4> size_{};    // by Dim

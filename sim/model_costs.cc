@@ -4,10 +4,32 @@
 
 namespace pipetwin {
 
-CostTable CostTableFromModel(const models::JobCosts& jc) {
+namespace {
+
+// The transfer of stage c between pipeline ranks a and b: NVLink's time where the boundary's
+// ranks share a node in every replica, else the worst link's; pairs that are not neighbours
+// on the ring of pipeline ranks (a schedule file may place stages anywhere) take the worst.
+double TransferMs(const models::JobCosts& jc, const models::StageCost& c, int a, int b) {
+  const int pp = static_cast<int>(jc.pp_boundary_inter.size());
+  if (pp < 2 || a < 0 || b < 0 || a >= pp || b >= pp) return c.p2p_ms;
+  int boundary = -1;
+  if (b == (a + 1) % pp)
+    boundary = a;
+  else if (a == (b + 1) % pp)
+    boundary = b;
+  if (boundary < 0) return c.p2p_ms;
+  return jc.pp_boundary_inter[static_cast<std::size_t>(boundary)] ? c.p2p_ms : c.p2p_intra_ms;
+}
+
+}  // namespace
+
+CostTable CostTableFromModel(const models::JobCosts& jc, const std::vector<int>& stage_to_rank) {
   CostTable t;
   t.stages.reserve(jc.stages.size());
-  for (const models::StageCost& c : jc.stages) {
+  const bool placed = stage_to_rank.size() == jc.stages.size();
+  const auto rank = [&](std::size_t stage) { return stage_to_rank[stage]; };
+  for (std::size_t k = 0; k < jc.stages.size(); ++k) {
+    const models::StageCost& c = jc.stages[k];
     StageTimes st;
     st.forward = SimTime::FromMillis(c.forward_ms);
     st.backward_input = SimTime::FromMillis(c.backward_input_ms);
@@ -15,6 +37,12 @@ CostTable CostTableFromModel(const models::JobCosts& jc) {
     st.backward = SimTime::FromMillis(c.backward_input_ms + c.backward_weight_ms -
                                       c.fused_backward_tp_hidden_ms);
     st.send_forward = st.send_backward = SimTime::FromMillis(c.p2p_ms);
+    if (placed && k + 1 < jc.stages.size()) {
+      st.send_forward = SimTime::FromMillis(TransferMs(jc, c, rank(k), rank(k + 1)));
+    }
+    if (placed && k > 0) {
+      st.send_backward = SimTime::FromMillis(TransferMs(jc, c, rank(k), rank(k - 1)));
+    }
     st.send_bytes = static_cast<std::int64_t>(c.p2p_send_bytes);
     // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step, and
     // the tied-embedding sync) run on the collective stream.

@@ -372,7 +372,8 @@ Status TimeRow(const Context& ctx, std::size_t index, PlanRow& row) {
   auto jc = CostsOf(ctx.base, row, s.num_stages);
   if (!jc) return jc.error();
   const bool sync = ctx.base.optimizer_sync;
-  const SimStats st = RunEngine(s, CostTableFromModel(*jc), {.optimizer_sync = sync}, nullptr);
+  const SimStats st =
+      RunEngine(s, CostTableFromModel(*jc, s.stage_to_rank), {.optimizer_sync = sync}, nullptr);
   const StepRecord rec = StepRecordOf(st);
   const std::int64_t iter = IterationNs(sync, rec);
   const double samples = static_cast<double>(row.microbatches) * row.micro_batch * row.parallel.dp;

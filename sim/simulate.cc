@@ -13,7 +13,7 @@ namespace pipetwin {
 CostTable JobCostTable(const ResolvedJob& job) {
   const int n = job.schedule.num_stages;
   if (!job.model_costs) return UniformCosts(job.config.costs.value_or(AbstractCosts{}), n);
-  CostTable model = CostTableFromModel(*job.model_costs);
+  CostTable model = CostTableFromModel(*job.model_costs, job.schedule.stage_to_rank);
   if (!job.config.costs) return model;
   // `costs:` and `model:`: the times are the costs', the sizes (bytes sent) the model's.
   CostTable t = UniformCosts(*job.config.costs, n);

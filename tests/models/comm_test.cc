@@ -247,6 +247,38 @@ TEST(CommTest, OversubscribedFabricChargesTheParameterServersAcrossBlocks) {
 // The span a fabric sees: Llama 3 405B's layout (t 8, p 16, dp 128) in Megatron's order puts
 // a pipeline's 16 nodes 128 apart; in Meta's (tp-cp-pp-dp) they are consecutive and the DP
 // group's 128 nodes are 16 apart.
+// One pipeline boundary at a time (PairSpansNodes), checked against the ranks themselves.
+// Megatron's order, dp 4, pp 4 on nodes of 8: pipeline ranks 0 and 1 share node 0 (ranks 0-7),
+// 2 and 3 node 1; the boundaries 1-2 and 3-0 (the interleaved wrap) cross. With dp 3 the
+// replicas straddle nodes: pipeline rank 0 holds ranks 0-2, rank 1 3-5, rank 2 6-8, so 1-2
+// crosses in one replica (rank 5 on node 0, 8 on node 1) and 0-1 in none.
+TEST(PlacementTest, PairSpansNodesOneBoundaryAtATime) {
+  ParallelConfig p;
+  p.pp = 4;
+  p.dp = 4;
+  const RankLayout l(p);
+  EXPECT_FALSE(l.PairSpansNodes(Dim::kPp, 0, 1, 8));
+  EXPECT_TRUE(l.PairSpansNodes(Dim::kPp, 1, 2, 8));
+  EXPECT_FALSE(l.PairSpansNodes(Dim::kPp, 2, 3, 8));
+  EXPECT_TRUE(l.PairSpansNodes(Dim::kPp, 3, 0, 8));
+  EXPECT_TRUE(l.PairSpansNodes(Dim::kPp, 0, 3, 8));  // either order
+  EXPECT_FALSE(l.PairSpansNodes(Dim::kPp, 2, 2, 8));
+  EXPECT_FALSE(l.PairSpansNodes(Dim::kPp, 0, 3, 16));  // one node holds all
+  p.dp = 3;
+  const RankLayout odd(p);
+  for (int a = 0; a < 4; ++a) {
+    const int b = (a + 1) % 4;
+    bool brute = false;
+    for (int d = 0; d < 3; ++d) {
+      const int ra = odd.GlobalRank({.pp = a, .dp = d}), rb = odd.GlobalRank({.pp = b, .dp = d});
+      brute = brute || ra / 8 != rb / 8;
+    }
+    EXPECT_EQ(odd.PairSpansNodes(Dim::kPp, a, b, 8), brute) << a << "-" << b;
+  }
+  EXPECT_FALSE(odd.PairSpansNodes(Dim::kPp, 0, 1, 8));
+  EXPECT_TRUE(odd.PairSpansNodes(Dim::kPp, 1, 2, 8));
+}
+
 TEST(PlacementTest, WorstShapeGivesTheNodeSpan) {
   ParallelConfig p;
   p.pp = 16;

@@ -53,6 +53,51 @@ TEST(ModelSim, DeepSpeedBlockingSendsAddOneTransferOnTwoStages) {
   EXPECT_NEAR(ds.report.ranks[0].compute_busy_ms, mg.report.ranks[0].compute_busy_ms, 1e-5);
 }
 
+// Each pipeline transfer takes its own boundary's link. GPT-3 1.3B, dp 4 and pp 4 on two nodes
+// of 8 (Megatron's order): pipeline ranks 0 and 1 on node 0, 2 and 3 on node 1. A transfer of
+// S = 2 x 2048 x 2048 bytes takes 2 us + S / (300 GB/s x 0.8) on NVLink and 5 us + S / (25 GB/s
+// x 0.9) over the NIC, so the boundaries 0-1 and 2-3 send at NVLink's time and 1-2 (and, with
+// interleaving, the wrap 3-0) at the NIC's. Before, every boundary took the NIC's.
+TEST(ModelSim, EachPipelineBoundaryTakesItsOwnLink) {
+  const double s = 2.0 * 2048 * 2048;
+  const double nvlink = 2e-3 + s / (300e9 * 0.8) * 1e3, nic = 5e-3 + s / (25e9 * 0.9) * 1e3;
+  for (const std::string schedule : {"1f1b", "interleaved-1f1b"}) {
+    auto job = ParseJob("schedule: " + schedule + "\nparallel: {pp: 4, dp: 4" +
+                            (schedule == "1f1b" ? "" : ", vpp: 2") +
+                            "}\nmodel: {preset: gpt3-1.3b}\n"
+                            "training: {global_batch: 64, micro_batch: 1}\n"
+                            "cluster: {device: a100-sxm-80gb, gpus_per_node: 8, nodes: 2}\n",
+                        "t.yaml");
+    ASSERT_TRUE(job.ok()) << job.error().message;
+    const models::JobCosts& jc = *job->model_costs;
+    ASSERT_EQ(jc.pp_boundary_inter, (std::vector<char>{0, 1, 0, 1}));
+    const std::vector<int>& rank = job->schedule.stage_to_rank;
+    const CostTable t = CostTableFromModel(jc, rank);
+    const CostTable worst = CostTableFromModel(jc);
+    for (std::size_t k = 0; k < t.stages.size(); ++k) {
+      EXPECT_NEAR(jc.stages[k].p2p_intra_ms, nvlink, 1e-12);
+      EXPECT_NEAR(jc.stages[k].p2p_ms, nic, 1e-12);
+      EXPECT_EQ(worst.stages[k].send_forward, SimTime::FromMillis(nic));
+      const auto expect = [&](SimTime got, std::size_t peer) {
+        const int a = rank[k], b = rank[peer];
+        const bool crosses =
+            (a == 1 && b == 2) || (a == 2 && b == 1) || (a == 3 && b == 0) || (a == 0 && b == 3);
+        EXPECT_EQ(got, SimTime::FromMillis(crosses ? nic : nvlink))
+            << schedule << " stage " << k << " to " << peer;
+      };
+      if (k + 1 < t.stages.size()) expect(t.stages[k].send_forward, k + 1);
+      if (k > 0) expect(t.stages[k].send_backward, k - 1);
+    }
+    // Faster links, a shorter step: against the same job with every boundary across nodes.
+    ResolvedJob all_nic = *job;
+    all_nic.model_costs->pp_boundary_inter.assign(4, 1);
+    auto fast = Simulate(*job, false);
+    auto slow = Simulate(all_nic, false);
+    ASSERT_TRUE(fast.ok() && slow.ok());
+    EXPECT_LT(fast->report.makespan_ms, slow->report.makespan_ms) << schedule;
+  }
+}
+
 TEST(ModelSim, Gpt3ModelFlopsAndMfuFollowNarayanan) {
   const SimResult r = SimFile("examples/models/gpt3-175b.yaml");
   // 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)), B = 1536, s = 2048, l = 96, h = 12288, V = 50257.

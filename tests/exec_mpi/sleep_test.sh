@@ -8,11 +8,14 @@
 # alone: -1.3% to -7.9% over five runs on an idle machine, -10.6% once in CI); the pipeline and
 # data-parallel bytes sent equal the prediction exactly (real buffers, the model's sizes).
 # Where only the wall-clock checks miss (the iteration time, the median oversleep) the step is
-# measured again after a 5 s pause, up to three times in all, and the test passes only if a
-# measurement holds every check: a shared machine's cores change speed, in bursts of seconds
-# (gpipe on 2 ranks and 2 cores read -12.4% once in CI on 2026-11-28, run alone; interleaved
-# pp 2 x dp 2 on 2 cores -17.4% and, at once again, -21.4% the same day, then within 15% in 4 of
-# 5 runs), where a real regression misses every time.
+# measured again after a 10 s pause, up to five times in all (about a minute), and the test
+# passes only if a measurement holds every check: a shared machine's cores change speed, in
+# bursts of seconds to tens of seconds (gpipe on 2 ranks and 2 cores read -12.4% once in CI on
+# 2026-11-28, run alone; interleaved pp 2 x dp 2 on 2 cores -17.4% and, at once again, -21.4%
+# the same day, then within 15% in 4 of 5 runs; later that day, in a fresh clone's CI, pp 2 x
+# dp 2 read -16.5%, -17.4%, -23.7% and interleaved -41%, -37%, -32% within one 40 s burst, three
+# attempts 5 s apart, and both passed when run again a minute later), where a real regression
+# misses every time.
 set -eu
 bin=$1 job=$2 np=$3 mpiexec=$4 tol=${5:-0.10}
 cores=$(nproc 2>/dev/null || echo 1)
@@ -23,7 +26,8 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" simulate "$job" --report "$dir/predicted.json" >/dev/null
-for attempt in 1 2 3; do
+attempts=5
+for attempt in $(seq "$attempts"); do
 "$mpiexec" --oversubscribe -np "$np" "$bin" run "$job" --backend sleep \
   --report "$dir/measured.json" --trace "$dir/measured.trace.json"
 rc=0
@@ -83,9 +87,9 @@ print("PASS" if not bad else f"FAIL: {len(bad)} checks")
 timing = ("iteration:", "median oversleep")
 sys.exit(0 if not bad else 3 if all(w.startswith(timing) for w in bad) else 1)
 PY
-if [ "$rc" -eq 3 ] && [ "$attempt" -lt 3 ]; then
-  echo "attempt $attempt: only wall-clock checks missed; measuring the step again in 5 s"
-  sleep 5
+if [ "$rc" -eq 3 ] && [ "$attempt" -lt "$attempts" ]; then
+  echo "attempt $attempt: only wall-clock checks missed; measuring the step again in 10 s"
+  sleep 10
   continue
 fi
 [ "$rc" -eq 0 ] || exit 1

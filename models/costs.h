@@ -55,8 +55,8 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // What one rank puts on the pipeline link for it: p2p_bytes, or its 1/tp under Megatron's
   // scatter/gather (training.pp_scatter_gather), whose receiver all-gathers the rest over TP.
   double p2p_send_bytes = 0;
-  double p2p_ms =
-      0;  // one such transfer over the worst pipeline link (latency + bytes / bandwidth)
+  // One such transfer over the worst pipeline link (latency + bytes / bandwidth).
+  double p2p_ms = 0;
   // The same transfer where its two pipeline ranks share a node (NVLink): what a boundary
   // that JobCosts::pp_boundary_inter marks 0 takes (sim/model_costs.cc).
   double p2p_intra_ms = 0;

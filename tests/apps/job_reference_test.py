@@ -4,7 +4,8 @@
 For each section the reader checks, a job with one unknown key makes `pipetwin` name the
 keys it allows ("unknown key 'x' (allowed: a, b, ...)"): that list is the truth. Every
 allowed key must appear (in backticks) in the doc's text for that section, and every key
-that a table of the doc lists in its first column must be allowed there.
+that a table of the doc lists in its first column must be allowed there. The doc's YAML
+examples must simulate (exit 0).
 
   job_reference_test.py PIPETWIN REPO_ROOT
 """
@@ -105,7 +106,8 @@ def allowed(pipetwin, command, job_text, tmp):
 def main(argv):
     pipetwin, root = argv[1], argv[2]
     with open(os.path.join(root, "docs", "job-file.md")) as f:
-        sections = doc_sections(f.read())
+        doc = f.read()
+    sections = doc_sections(doc)
     failures = []
     documented_in = {}  # doc heading -> the union of the keys its sections allow
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,6 +124,17 @@ def main(argv):
             if missing:
                 failures.append(f"{section}: accepted but not documented under '{heading}': "
                                 + ", ".join(missing))
+        examples = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+        if not examples:
+            failures.append("docs/job-file.md has no YAML example")
+        for i, text in enumerate(examples):
+            path = os.path.join(tmp, f"example{i}.yaml")
+            with open(path, "w") as f:
+                f.write(text)
+            r = subprocess.run([pipetwin, "simulate", path], capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                failures.append(f"example {i + 1} does not simulate: {r.stderr.strip()}")
     for heading, keys in documented_in.items():
         extra = sorted(first_column_keys(sections[heading]) - keys)
         if extra:

@@ -158,7 +158,7 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
     if (!assumed.empty()) {
       std::string line;
       for (const std::string& a : assumed) line += (line.empty() ? "" : ", ") + a;
-      std::printf("assumed (training: keys the job leaves out; models/README.md): %s\n",
+      std::printf("assumed (training: keys the job leaves out; docs/job-file.md): %s\n",
                   line.c_str());
     }
   }

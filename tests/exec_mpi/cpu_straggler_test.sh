@@ -16,11 +16,10 @@ trap 'rm -rf "$dir"' EXIT
 sed 's/steps: 1, warmup: 0, timeout_s: 120}/steps: 3, warmup: 1, timeout_s: 120}/' "$job" > "$dir/plain.yaml"
 sed 's/timeout_s: 120}/timeout_s: 120, stragglers: [{rank: 1, slowdown: 3}]}/' "$dir/plain.yaml" > "$dir/slow.yaml"
 "$mpiexec" --oversubscribe -np 2 "$bin" run "$dir/plain.yaml" --backend cpu --report "$dir/plain.json" >/dev/null
-attempts=5
-for attempt in $(seq "$attempts"); do
-  "$mpiexec" --oversubscribe -np 2 "$bin" run "$dir/slow.yaml" --backend cpu --report "$dir/slow.json" >/dev/null
-  rc=0
-  python3 - "$dir/plain.json" "$dir/slow.json" <<'PY' || rc=$?
+. "$(dirname "$0")/retry_wall_clock.sh"
+measure() {
+  "$mpiexec" --oversubscribe -np 2 "$bin" run "$dir/slow.yaml" --backend cpu --report "$dir/slow.json" >/dev/null || return 1
+  python3 - "$dir/plain.json" "$dir/slow.json" <<'PY'
 import json, sys
 plain, slow = (json.load(open(f)) for f in sys.argv[1:3])
 busy = [r["compute_busy_ms"] for r in slow["ranks"]]
@@ -34,11 +33,5 @@ print("PASS" if ratio >= 2 else "FAIL: the ratio")
 # 3: only the wall-clock ratio missed (measured again), 0: every check held.
 sys.exit(0 if ratio >= 2 else 3)
 PY
-  if [ "$rc" -eq 3 ] && [ "$attempt" -lt "$attempts" ]; then
-    echo "attempt $attempt: only the ratio missed; measuring the slow run again in 10 s"
-    sleep 10
-    continue
-  fi
-  [ "$rc" -eq 0 ] || exit 1
-  exit 0
-done
+}
+retry_wall_clock 5 measure

@@ -26,12 +26,11 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$bin" simulate "$job" --report "$dir/predicted.json" >/dev/null
-attempts=5
-for attempt in $(seq "$attempts"); do
+. "$(dirname "$0")/retry_wall_clock.sh"
+measure() {
 "$mpiexec" --oversubscribe -np "$np" "$bin" run "$job" --backend sleep \
-  --report "$dir/measured.json" --trace "$dir/measured.trace.json"
-rc=0
-python3 - "$dir/predicted.json" "$dir/measured.json" "$dir/measured.trace.json" "$job" "$tol" <<'PY' || rc=$?
+  --report "$dir/measured.json" --trace "$dir/measured.trace.json" || return 1
+python3 - "$dir/predicted.json" "$dir/measured.json" "$dir/measured.trace.json" "$job" "$tol" <<'PY'
 import json, re, sys
 p, m, t = (json.load(open(f)) for f in sys.argv[1:4])
 job, tol = open(sys.argv[4]).read(), float(sys.argv[5])
@@ -87,11 +86,5 @@ print("PASS" if not bad else f"FAIL: {len(bad)} checks")
 timing = ("iteration:", "median oversleep")
 sys.exit(0 if not bad else 3 if all(w.startswith(timing) for w in bad) else 1)
 PY
-if [ "$rc" -eq 3 ] && [ "$attempt" -lt "$attempts" ]; then
-  echo "attempt $attempt: only wall-clock checks missed; measuring the step again in 10 s"
-  sleep 10
-  continue
-fi
-[ "$rc" -eq 0 ] || exit 1
-exit 0
-done
+}
+retry_wall_clock 5 measure

@@ -81,8 +81,8 @@ for g in ("pp", "dp"):
     x, y = p["comm"]["by_group"][g], m["comm"]["by_group"][g]
     check(x == y and (g != "pp" or x > 0), f"bytes {g}: predicted {x} measured {y}")
 print("PASS" if not bad else f"FAIL: {len(bad)} checks")
-# 3: only wall-clock checks missed (the iteration time, the median oversleep: measured again
-# once), 1: anything else.
+# 3: only wall-clock checks missed (the iteration time, the median oversleep: retry_wall_clock
+# measures again), 1: anything else.
 timing = ("iteration:", "median oversleep")
 sys.exit(0 if not bad else 3 if all(w.startswith(timing) for w in bad) else 1)
 PY

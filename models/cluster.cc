@@ -61,6 +61,10 @@ const std::vector<DeviceSpec>& Devices() {
     a100.attn_dropout_fwd_factor = 1.23;
     a100.attn_dropout_bwd_factor = 1.10;
     a100.hbm_efficiency = 0.85;
+    // A hidden collective's bytes cross HBM three times (NCCL's ring: the peer writes the chunk
+    // into this GPU's buffer, the kernel reads it, writes it to the output or the next peer's
+    // buffer); not fitted (models/README.md, "Compute beside hidden collectives").
+    a100.comm_hbm_touches = 3;
     // Stragglers: a share of the GPUs runs 10% slow (the slowdown assumed), and a step waits
     // for the slowest of the ranks that synchronise in it: 1 + 0.1 (1 - (1 - share)^n). The
     // share, 1 in 5,000, was fitted with e_gemm on the same A100 fit rows
@@ -131,6 +135,7 @@ const std::vector<DeviceSpec>& Devices() {
     h100.attn_dropout_fwd_factor = 2.17;
     h100.attn_dropout_bwd_factor = 1.08;
     h100.hbm_efficiency = 0.85;
+    h100.comm_hbm_touches = 3;  // as A100's
     // Megatron's bias-dropout-add (x + bias, dropout p = 0.1, + residual; torch.compile, as
     // Megatron-Core's jit_fuser) as training runs it, mask kept: 0.46 of the HBM bandwidth by its
     // 3e + 1 bytes an element on one H100, where a plain add moved 0.89 and a copy 0.86 at the
@@ -270,11 +275,17 @@ Status ParseFabric(const YAML::Node& node, const YamlFields& f, Fabric* fabric) 
 // A new gemm_efficiency keeps the per-kernel overhead t0 (mnk_half is proportional to e).
 Status ParseCompute(const YAML::Node& node, const YamlFields& f, DeviceSpec* d) {
   if (!node) return OkStatus();
-  if (Status s = f.CheckKeys(node, "cluster.compute",
-                             {"gemm_efficiency", "fp8_gemm_factor", "attention_forward_efficiency",
-                              "attention_backward_efficiency", "hbm_efficiency"});
+  if (Status s =
+          f.CheckKeys(node, "cluster.compute",
+                      {"gemm_efficiency", "fp8_gemm_factor", "attention_forward_efficiency",
+                       "attention_backward_efficiency", "hbm_efficiency", "comm_hbm_touches"});
       !s) {
     return s;
+  }
+  if (const YAML::Node v = node["comm_hbm_touches"]) {
+    Expected<double> x = f.Number(v, "cluster.compute.comm_hbm_touches", 0, 16);
+    if (!x) return x.error();
+    d->comm_hbm_touches = *x;
   }
   auto fraction = [&](const char* key, double* out) -> Status {
     const YAML::Node v = node[key];
@@ -596,6 +607,12 @@ double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, b
 double MemoryBoundMs(const DeviceSpec& d, double bytes) {
   if (bytes <= 0) return 0;
   return 1e3 * bytes / (d.hbm_bytes_per_s * d.hbm_efficiency);
+}
+
+double CommHbmShare(const DeviceSpec& d, double bytes_sent, double ms) {
+  if (bytes_sent <= 0 || ms <= 0 || d.comm_hbm_touches <= 0) return 0;
+  const double rate = bytes_sent / (ms * 1e-3);
+  return std::min(1.0, d.comm_hbm_touches * rate / (d.hbm_bytes_per_s * d.hbm_efficiency));
 }
 
 double DropoutAddExtraMs(const DeviceSpec& d, double bytes) {

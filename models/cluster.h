@@ -107,6 +107,11 @@ struct DeviceSpec {
   // dropout as memory-bound passes over the scores instead.
   double attn_dropout_fwd_factor = 1, attn_dropout_bwd_factor = 1;
   double hbm_efficiency = 1;  // e_hbm: achievable fraction of HBM bandwidth
+  // HBM accesses per byte a collective moves (a ring's received chunk written to its buffer,
+  // read back, written to the output or forwarded): while a DP or ZeRO collective runs hidden
+  // under compute, the compute runs that share of the achievable HBM bandwidth slower
+  // (models/README.md, "Compute beside hidden collectives"). 0: no interference (cpu).
+  double comm_hbm_touches = 0;
   // The fused bias-dropout-add passes (DecoderLayerDropoutAddBytes) take this many times a
   // memory-bound pass of their bytes: a random number per element costs more than its byte of
   // mask. 1 = no more (a cluster.compute.hbm_efficiency override scales them with the rest).
@@ -202,6 +207,11 @@ double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, d
 double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward);
 // A memory-bound pass over `bytes` of HBM traffic (read + write).
 double MemoryBoundMs(const DeviceSpec& d, double bytes);
+// The share of the achievable HBM bandwidth a collective takes that sends `bytes_sent` bytes
+// per rank in `ms`: comm_hbm_touches x its rate / (hbm_bytes_per_s x hbm_efficiency), at most
+// 1; 0 for an empty or instant collective. Compute running beside it hidden runs that much
+// longer per unit of overlap (models/README.md, "Compute beside hidden collectives").
+double CommHbmShare(const DeviceSpec& d, double bytes_sent, double ms);
 // What the fused bias-dropout-add passes over `bytes` take beyond MemoryBoundMs of them: 0
 // unless the device prices their random numbers (dropout_add_factor).
 double DropoutAddExtraMs(const DeviceSpec& d, double bytes);

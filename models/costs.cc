@@ -854,6 +854,16 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
     const double total = buckets * one;
     return total - std::max(one, total - during * (buckets - 1) / buckets);
   };
+  // The compute beside that hidden part runs longer by share x hidden (CommHbmShare); the
+  // last bucket waits for the compute's end, so the step grows by that, less the time the
+  // collectives already ran past the compute beyond their last bucket (a collective-bound
+  // reduction hides the slower compute).
+  auto slowdown = [&](double one, double during, double share) {
+    const double hid = hidden(one, during);
+    const double past_last = buckets * one - hid - one;
+    return std::max(0.0, share * hid - past_last);
+  };
+  double reduce_slowdown = 0;
   if (n_dp > 1) {
     using DpReduction = ClusterConfig::DpReduction;
     const DpReduction how = j.cluster.dp_reduction;
@@ -875,14 +885,24 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
     const double one_bucket = reduce_ms(grad_full / buckets);
     sc.dp_reduce_ms = buckets * one_bucket;
     sc.dp_reduce_bytes = ps ? grad_full : BytesSentPerRank(k, grad_full, n_dp);
+    const double reduce_share = CommHbmShare(
+        c.d, ps ? grad_full / buckets : BytesSentPerRank(k, grad_full / buckets, n_dp), one_bucket);
     if (ov.grad_reduce) {
-      sc.dp_reduce_hidden_ms = hidden(one_bucket, sc.backward_input_ms + sc.backward_weight_ms);
+      const double during = sc.backward_input_ms + sc.backward_weight_ms;
+      sc.dp_reduce_hidden_ms = hidden(one_bucket, during);
+      reduce_slowdown = slowdown(one_bucket, during, reduce_share);
     }
     if (par.zero == 1 || par.zero == 2) {
       const double one =
           CollectiveMs(Collective::kAllGather, param_full / buckets, c.dp_group, c.topo);
       sc.param_allgather_ms = buckets * one;
-      if (ov.param_gather) sc.param_allgather_hidden_ms = hidden(one, sc.forward_ms);
+      if (ov.param_gather) {
+        sc.param_allgather_hidden_ms = hidden(one, sc.forward_ms);
+        sc.overlap_slowdown_ms += slowdown(
+            one, sc.forward_ms,
+            CommHbmShare(c.d, BytesSentPerRank(Collective::kAllGather, param_full / buckets, n_dp),
+                         one));
+      }
     }
     if (par.zero == 3) {
       // Each unit (a decoder layer, or with zero3_unit: module each of its 4 weight matrices;
@@ -910,6 +930,12 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
           .gather_ms = CollectiveMs(Collective::kAllGather, param_full / units, group, c.topo),
           .reduce_ms = CollectiveMs(Collective::kReduceScatter, grad_full / units, group, c.topo),
           .prefetch = c.t.zero3_prefetch >= 1};
+      sc.zero3.gather_hbm_share =
+          CommHbmShare(c.d, BytesSentPerRank(Collective::kAllGather, param_full / units, n_dp),
+                       sc.zero3.gather_ms);
+      sc.zero3.reduce_hbm_share =
+          CommHbmShare(c.d, BytesSentPerRank(Collective::kReduceScatter, grad_full / units, n_dp),
+                       sc.zero3.reduce_ms);
       sc.unshard = {
           .applies = true,
           .gather_ms = CollectiveMs(Collective::kAllGather, param_full, fsdp_group, c.topo),
@@ -936,12 +962,15 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
                   .gather_ms = 0,
                   .reduce_ms = one_bucket,
                   .prefetch = ov.grad_reduce};
+      sc.zero3.reduce_hbm_share = reduce_share;
     }
     if (par.zero >= 2) {
       // ZeRO-2 and 3 reduce in W, per microbatch: nothing is left for the end of the step.
       sc.dp_reduce_ms = 0;
       sc.dp_reduce_hidden_ms = 0;
       sc.dp_reduce_bytes *= j.microbatches;
+    } else {
+      sc.overlap_slowdown_ms += reduce_slowdown;
     }
   }
   if (c.m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
@@ -1115,18 +1144,25 @@ void ApplyZero3Passes(JobCosts& jc) {
   for (StageCost& sc : jc.stages) {
     StageCost::Zero3& z = sc.zero3;
     if (!z.applies) continue;
-    auto pass = [&z](double& ms, double one, double& exposed, double& hidden) {
+    // With prefetch the compute runs beside the collectives for min(compute, units x one) and
+    // loses the collectives' share of HBM for that long (CommHbmShare): slowed, it may
+    // still end before them.
+    auto pass = [&z](double& ms, double one, double share, double& exposed, double& hidden,
+                     double& slowdown) {
       const double all = z.units * one;
-      const double total = z.prefetch ? std::max(ms, all) + one : ms + all;
-      exposed = total - ms;
+      slowdown = z.prefetch ? share * std::min(ms, all) : 0.0;
+      const double compute = ms + slowdown;
+      const double total = z.prefetch ? std::max(compute, all) + one : ms + all;
+      exposed = total - compute;
       hidden = std::max(0.0, all - exposed);
       ms = total;
     };
-    pass(sc.forward_ms, z.gather_ms, z.forward_exposed_ms, z.forward_hidden_ms);
-    pass(sc.backward_input_ms, z.gather_ms, z.backward_input_exposed_ms,
-         z.backward_input_hidden_ms);
-    pass(sc.backward_weight_ms, z.reduce_ms, z.backward_weight_exposed_ms,
-         z.backward_weight_hidden_ms);
+    pass(sc.forward_ms, z.gather_ms, z.gather_hbm_share, z.forward_exposed_ms, z.forward_hidden_ms,
+         z.forward_slowdown_ms);
+    pass(sc.backward_input_ms, z.gather_ms, z.gather_hbm_share, z.backward_input_exposed_ms,
+         z.backward_input_hidden_ms, z.backward_input_slowdown_ms);
+    pass(sc.backward_weight_ms, z.reduce_ms, z.reduce_hbm_share, z.backward_weight_exposed_ms,
+         z.backward_weight_hidden_ms, z.backward_weight_slowdown_ms);
   }
 }
 

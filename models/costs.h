@@ -73,7 +73,12 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // (training.overlap.param_gather); the rest stays in series with the optimizer step.
   double param_allgather_hidden_ms = 0;
   double embedding_sync_ms = 0;  // tied embeddings over > 1 stage: first/last grads summed
-  double optimizer_ms = 0;       // memory-bound optimizer step over this rank's shard
+  // What the compute loses beside the hidden parts of dp_reduce_ms and param_allgather_ms
+  // (DeviceSpec::comm_hbm_touches, CommHbmShare): the backward (or the next forward) runs
+  // longer by its share of HBM times the overlap, less what the exposed remainder of the
+  // collective covered; once a step, played with the optimizer step.
+  double overlap_slowdown_ms = 0;
+  double optimizer_ms = 0;  // memory-bound optimizer step over this rank's shard
   // training.pipeline_engine: deepspeed with bf16 and ZeRO 0: its BF16 optimizer's fp32
   // accumulation of each microbatch's gradients, memory-bound; included in backward_weight_ms.
   double grad_accum_ms = 0;
@@ -118,6 +123,11 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
     double gather_ms = 0;  // one unit's all-gather
     double reduce_ms = 0;  // one unit's reduce-scatter
     bool prefetch = true;  // training.zero3_prefetch >= 1: ahead on the collective stream
+    // CommHbmShare of one gather and of one reduce-scatter: the compute beside them (with
+    // prefetch) runs that much longer per unit of overlap; in the pass times.
+    double gather_hbm_share = 0, reduce_hbm_share = 0;
+    // What each pass's compute lost to them: share x min(compute, units x one); in the pass.
+    double forward_slowdown_ms = 0, backward_input_slowdown_ms = 0, backward_weight_slowdown_ms = 0;
     double forward_exposed_ms = 0, backward_input_exposed_ms = 0, backward_weight_exposed_ms = 0;
     double forward_hidden_ms = 0, backward_input_hidden_ms = 0, backward_weight_hidden_ms = 0;
   } zero3;

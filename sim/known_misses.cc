@@ -6,11 +6,11 @@ namespace pipetwin {
 namespace {
 
 // The slope of MosaicML's FSDP errors on the share of the step the model hides under compute
-// (14 checkpointed H100 runs, R^2 0.80, with FSDP's gradient casts charged, the attention
-// kernels the runs used and the attention presets measured on 2026-11-28; 0.54 before those
-// presets, 0.49 before the runs' kernels, 0.72 before the casts; scripts/overlap_regression.py).
-// Said, not modelled.
-constexpr double kFsdpHiddenSharePaid = 0.52;
+// (14 checkpointed H100 runs, R^2 0.23, once the compute beside hidden collectives is charged,
+// models/README.md "Compute beside hidden collectives"; 0.52 (R^2 0.80) before that, 0.54
+// before the attention presets of 2026-11-28, 0.49 before the runs' kernels, 0.72 before the
+// casts; scripts/overlap_regression.py). Said, not modelled.
+constexpr double kFsdpHiddenSharePaid = 0.17;
 // The most optimistic of MLPerf's Llama 3.1 8B runs at one microbatch a step (Cisco, 128 H100,
 // tp 2: +50.3%; results/published.md).
 constexpr double kOneMicrobatchWorstPct = 50.3;
@@ -29,7 +29,7 @@ std::vector<KnownMiss> KnownMisses(const ResolvedJob& job, const Report& r) {
       hidden >= 1.0) {
     std::snprintf(buf, sizeof buf,
                   "FSDP's collectives run hidden under compute for %.0f%% of this step; "
-                  "MosaicML's published FSDP runs were slower than predicted by about 0.5 x that "
+                  "MosaicML's published FSDP runs were slower than predicted by about 0.2 x that "
                   "share (14 checkpointed H100 runs; not modelled: models/README.md, Known miss), "
                   "so read this prediction as up to %.0f%% optimistic",
                   hidden, kFsdpHiddenSharePaid * hidden);

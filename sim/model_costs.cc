@@ -50,8 +50,8 @@ CostTable CostTableFromModel(const models::JobCosts& jc, const std::vector<int>&
     st.dp_reduce =
         SimTime::FromMillis(c.dp_reduce_ms - c.dp_reduce_hidden_ms + c.embedding_sync_ms);
     st.dp_reduce_bytes = static_cast<std::int64_t>(c.dp_reduce_bytes);
-    st.optimizer =
-        SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms - c.param_allgather_hidden_ms);
+    st.optimizer = SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms -
+                                       c.param_allgather_hidden_ms + c.overlap_slowdown_ms);
     if (c.unshard.applies) {
       st.unshard_applies = true;
       st.unshard = SimTime::FromMillis(c.unshard.gather_ms);

@@ -28,6 +28,8 @@ where results/published.md says it stands, source by source, against the publish
   Megatron-LM's GPT-3 175B on 1,024 A100s within 10%; MosaicML's A100 40GB FSDP rows within 15%,
   but MPT-70B on 64 GPUs (micro-batch 2, one microbatch a step: +36%) within 40%; GLM-130B on 768
   A100 40GB (DeepSpeed's pipeline engine; +16% and +21%, a miss: models/README.md) within 25%.
+  Since the compute beside hidden collectives is charged (models/README.md, "Compute beside
+  hidden collectives", 2026-11-28), MPT-30B on 8 A100s (checkpointed, -13.8% to -17.6%) within 20%.
 
 Defaults are checked too: with `tp_dgrad_reduce` or `zero3_unit` stripped (scripts/published.py
 --without), the rows that state the default must not move and the others must.
@@ -98,6 +100,8 @@ def main(argv):
             ok, want = abs(e) <= 20, "within 20% (the FP8 fit's most optimistic)"
         elif path.startswith(("narayanan2021/03-", "narayanan2021/04-")):
             ok, want = abs(e) <= 12, "within 12% (the pessimistic pair)"
+        elif path.startswith("mosaicml2023/a100-mpt-30b-8gpu"):
+            ok, want = abs(e) <= 20, "within 20% (checkpointed FSDP on A100, the most pessimistic)"
         elif path.startswith("narayanan2021/t2-0") and "zero3" in path or \
                 path.startswith(("mosaicml2023/a100", "torchtitan2024/")) or path.startswith(("dgxc2025/", "dgxc2024/", "nemo2024/", "nvidia2024/")):
             ok, want = abs(e) <= 15, "within 15%"

@@ -248,13 +248,18 @@ TEST(CostsTest, DpReductionRingTreeParameterServer) {
 }
 
 // One node of 8 GPUs, dp 8, no latency: the training keys that shape the DP reduction.
-std::string DpJob(const std::string& training_extra, const std::string& parallel_extra = "") {
+// The collectives' cost alone: comm_hbm_touches 0 leaves the compute beside them as it is
+// (CompetingCollectivesSlowTheComputeBesideThem prices that).
+std::string DpJob(const std::string& training_extra, const std::string& parallel_extra = "",
+                  const std::string& touches = "0") {
   return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + parallel_extra +
          "}\nmodel: {preset: gpt3-1.3b}\n"
          "training: {global_batch: 64, micro_batch: 1" +
          training_extra +
          "}\n"
-         "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}}\n";
+         "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}, "
+         "compute: {comm_hbm_touches: " +
+         touches + "}}\n";
 }
 
 // Without overlap the whole reduction follows the last backward: one ring all-reduce of the
@@ -1363,6 +1368,56 @@ TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
               1.0);
 }
 
+// A collective hidden under compute takes comm_hbm_touches (3 on the GPUs) x its rate of the
+// achievable HBM bandwidth from the compute beside it, which runs that much longer for as long
+// as both run (models/README.md, "Compute beside hidden collectives"). Hand-worked on one
+// A100 node, no latency: a ring all-gather sends at the NVLink bandwidth B = 300 x 0.8 =
+// 240 GB/s, so share = 3 x 240 / (2039 x 0.85) = 0.41543. ZeRO-3 by layer: each pass is
+// max(c + share x min(c, L g), L g) + g. Megatron's overlapped reduction (compute-bound, one
+// bucket past the backward) costs share x its hidden part once a step, in the optimizer step.
+TEST(CostsTest, CompetingCollectivesSlowTheComputeBesideThem) {
+  Expected<JobCosts> z0 = Costs(DpJob(""), 1);
+  Expected<JobCosts> bare = Costs(DpJob(", zero3_unit: layer", ", zero: 3"), 1);
+  Expected<JobCosts> z3 = Costs(DpJob(", zero3_unit: layer", ", zero: 3", "3"), 1);
+  ASSERT_TRUE(z0.ok() && bare.ok() && z3.ok()) << (z3.ok() ? "" : z3.error().message);
+  const double bw = z3->cluster.intra.bandwidth_bytes_per_s;
+  ASSERT_NEAR(bw, 240e9, 1);
+  const double share = 3 * bw / (2039e9 * 0.85);
+  EXPECT_NEAR(share, 0.41543, 1e-5);
+  const StageCost& a = z0->stages[0];
+  const StageCost& b = z3->stages[0];
+  EXPECT_NEAR(b.zero3.gather_hbm_share, share, 1e-9);
+  EXPECT_NEAR(b.zero3.reduce_hbm_share, share, 1e-9);
+  EXPECT_EQ(bare->stages[0].zero3.gather_hbm_share, 0);
+  const double g = b.zero3.gather_ms, all = b.zero3.units * g;
+  const double slowed_f = a.forward_ms + share * std::min(a.forward_ms, all);
+  EXPECT_NEAR(b.zero3.forward_slowdown_ms, share * std::min(a.forward_ms, all), 1e-9);
+  EXPECT_NEAR(b.forward_ms, std::max(slowed_f, all) + g, 1e-9);
+  EXPECT_NEAR(b.zero3.forward_exposed_ms, b.forward_ms - slowed_f, 1e-9);
+  EXPECT_GT(b.forward_ms, bare->stages[0].forward_ms);
+  const double rs = b.zero3.reduce_ms, all_rs = b.zero3.units * rs;
+  const double w = a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor;
+  EXPECT_NEAR(b.backward_weight_ms, std::max(w + share * std::min(w, all_rs), all_rs) + rs, 1e-9);
+  // Without prefetch nothing runs beside the compute: the collectives are in series.
+  Expected<JobCosts> z3_0 =
+      Costs(DpJob(", zero3_unit: layer, zero3_prefetch: 0", ", zero: 3", "3"), 1);
+  ASSERT_TRUE(z3_0.ok());
+  EXPECT_NEAR(z3_0->stages[0].forward_ms, a.forward_ms + all, 1e-9);
+  EXPECT_EQ(z3_0->stages[0].zero3.forward_slowdown_ms, 0);
+
+  // Megatron-LM's reduction overlapped by bucket (ZeRO 0, all-reduce: the same rate).
+  Expected<JobCosts> ov =
+      Costs(DpJob(", overlap: {grad_reduce: true}, grad_bucket_mb: 100", "", "3"), 1);
+  Expected<JobCosts> plain = Costs(DpJob("", "", "3"), 1);
+  ASSERT_TRUE(ov.ok() && plain.ok());
+  const StageCost& o = ov->stages[0];
+  EXPECT_EQ(plain->stages[0].overlap_slowdown_ms, 0);  // nothing hidden, nothing slowed
+  const double n = std::ceil(4.0 * static_cast<double>(o.params) / 100e6);
+  ASSERT_GT(n, 1);
+  EXPECT_NEAR(o.dp_reduce_ms - o.dp_reduce_hidden_ms, o.dp_reduce_ms / n, 1e-9);  // one bucket
+  EXPECT_NEAR(o.overlap_slowdown_ms, share * o.dp_reduce_hidden_ms, 1e-9);
+}
+
 // UNSHARD/RESHARD (torch's FSDP over whole stages): one all-gather of the stage's 2-byte
 // parameters (7/8 of them sent on 8 ranks) at UNSHARD, held whole; the computes gather
 // nothing (the ZeRO-0 times); one reduce-scatter of the fp32 gradients at REDUCE_GRAD.
@@ -1416,7 +1471,7 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
            "training: {global_batch: 64, micro_batch: 1" +
            nics +
            "}\ncluster: {device: a100-sxm-80gb, nodes: 2, intra_node: {latency_us: 0}, "
-           "inter_node: {latency_us: 0}}\n";
+           "inter_node: {latency_us: 0}, compute: {comm_hbm_touches: 0}}\n";
   };
   Expected<JobCosts> rank = CostsOnly(job(", zero3_unit: layer, zero3_nics: rank"), 1);
   Expected<JobCosts> node = CostsOnly(job(", zero3_unit: layer, zero3_nics: node"), 1);
@@ -1468,7 +1523,7 @@ TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
     return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + zero +
            "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 64, micro_batch: 1}\n"
            "cluster: {device: a100-sxm-80gb, nodes: 1, intra_node: {latency_us: 0}, "
-           "variability: {distribution: normal, cv: 0.05}}\n";
+           "variability: {distribution: normal, cv: 0.05}, compute: {comm_hbm_touches: 0}}\n";
   };
   Expected<JobCosts> z0 = Costs(job(""), 1);
   Expected<JobCosts> z3 = Costs(job(", zero: 3"), 1);

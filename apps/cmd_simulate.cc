@@ -120,6 +120,18 @@ void PrintSummary(const ResolvedJob& job, const SimResult& res,
         "compute x %.4f\n",
         what.c_str(), buf, job.model_costs->straggler_ranks, job.model_costs->straggler_factor);
   }
+  // The compute that the hidden DP/ZeRO collectives slowed (models/README.md, "Compute beside
+  // hidden collectives"): said where it is at least 0.1% of the step.
+  if (r.breakdown && r.iteration_time_ms > 0 &&
+      r.breakdown->compute_slowed_by_comm_ms >= 1e-3 * r.iteration_time_ms) {
+    std::printf(
+        "overlap: DP/ZeRO collectives run hidden under compute for %.3f ms of the busiest "
+        "pipeline rank's step; the compute beside them runs %.3f ms (%.1f%% of the step) longer "
+        "for the HBM they take (cluster.compute.comm_hbm_touches %.3g)\n",
+        r.breakdown->dp_comm_overlapped_ms, r.breakdown->compute_slowed_by_comm_ms,
+        100 * r.breakdown->compute_slowed_by_comm_ms / r.iteration_time_ms,
+        job.config.cluster.device.comm_hbm_touches);
+  }
   // The training defaults that moved this prediction without the file saying so: a user (or
   // someone writing a published run's job) sees what was assumed and which key states it.
   if (job.model_costs && job.config.cluster.device.name != "cpu") {

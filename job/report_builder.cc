@@ -21,6 +21,8 @@ struct ModelComm {
   // reduce-scatters in F, I and W; ZeRO 1/2's parameter all-gather after the optimizer step;
   // fp8's amax all-reduces (over tp x cp x dp) in F and I.
   double dp_in_actions_ms = 0;
+  // What the compute lost beside the hidden DP/ZeRO collectives (in the compute actions).
+  double slowed_ms = 0;
 };
 ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts& jc) {
   ModelComm x;
@@ -37,6 +39,7 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
         x.tp_cp_hidden_ms += c.forward_tp_comm_overlapped_ms;
         x.dp_in_actions_ms += z.forward_exposed_ms + c.fp8_amax_forward_ms;
         x.dp_hidden_ms += z.forward_hidden_ms;
+        x.slowed_ms += z.forward_slowdown_ms;
         x.tp_bytes += c.tp_bytes_per_microbatch;  // the microbatch's F, I and W together
         x.cp_bytes += c.cp_bytes_per_microbatch;
         break;
@@ -46,21 +49,25 @@ ModelComm ModelCommOf(const std::vector<Action>& program, const models::JobCosts
         x.tp_cp_hidden_ms += c.backward_tp_comm_overlapped_ms;
         x.dp_in_actions_ms += z.backward_input_exposed_ms + c.fp8_amax_backward_ms;
         x.dp_hidden_ms += z.backward_input_hidden_ms;
+        x.slowed_ms += z.backward_input_slowdown_ms;
         if (a.kind == ActionKind::kBackward) {  // I and W fused
           x.tp_cp_ms -= c.fused_backward_tp_hidden_ms;
           x.tp_cp_hidden_ms += c.fused_backward_tp_hidden_ms;
           x.dp_in_actions_ms += z.backward_weight_exposed_ms;
           x.dp_hidden_ms += z.backward_weight_hidden_ms;
+          x.slowed_ms += z.backward_weight_slowdown_ms;
         }
         break;
       case ActionKind::kBackwardWeight:
         x.dp_in_actions_ms += z.backward_weight_exposed_ms;
         x.dp_hidden_ms += z.backward_weight_hidden_ms;
+        x.slowed_ms += z.backward_weight_slowdown_ms;
         break;
       case ActionKind::kOptimizer:
         x.tp_bytes += c.tp_bytes_per_iteration;
         x.dp_hidden_ms += c.param_allgather_hidden_ms;
         x.dp_in_actions_ms += c.param_allgather_ms - c.param_allgather_hidden_ms;
+        x.slowed_ms += c.overlap_slowdown_ms;
         break;
       case ActionKind::kReduceGrad:
         x.dp_hidden_ms += c.dp_reduce_hidden_ms;
@@ -265,7 +272,8 @@ Report BuildReport(const ResolvedJob& job, const StepRecord& step, const ReportO
                             dp_exposed + in_actions,
                             std::max(0.0, r.iteration_time_ms - busy - dp_exposed),
                             model_comm[busiest].tp_cp_hidden_ms,
-                            model_comm[busiest].dp_hidden_ms};
+                            model_comm[busiest].dp_hidden_ms,
+                            model_comm[busiest].slowed_ms};
   }
   r.memory = MemorySummary{worst_peak <= jc->hbm_bytes, jc->hbm_bytes, worst_rank, worst_peak,
                            std::max<std::int64_t>(0, worst_peak - jc->hbm_bytes)};

@@ -859,8 +859,9 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   // collectives already ran past the compute beyond their last bucket (a collective-bound
   // reduction hides the slower compute).
   auto slowdown = [&](double one, double during, double share) {
+    if (share <= 0) return 0.0;
     const double hid = hidden(one, during);
-    const double past_last = buckets * one - hid - one;
+    const double past_last = std::max(0.0, buckets * one - hid - one);
     return std::max(0.0, share * hid - past_last);
   };
   double reduce_slowdown = 0;

@@ -17,7 +17,8 @@ nlohmann::ordered_json BreakdownJson(const Breakdown& b) {
           {"dp_comm_exposed_ms", b.dp_comm_exposed_ms},
           {"pp_comm_and_bubble_ms", b.pp_comm_and_bubble_ms},
           {"tp_cp_comm_overlapped_ms", b.tp_cp_comm_overlapped_ms},
-          {"dp_comm_overlapped_ms", b.dp_comm_overlapped_ms}};
+          {"dp_comm_overlapped_ms", b.dp_comm_overlapped_ms},
+          {"compute_slowed_by_comm_ms", b.compute_slowed_by_comm_ms}};
 }
 
 std::string ReportToJson(const Report& r) {
@@ -314,7 +315,8 @@ Expected<Report> ReportFromJson(const std::string& text, const std::string& path
           NumIn(b, "tp_cp_comm_exposed_ms", w), NumIn(b, "dp_comm_exposed_ms", w),
           NumIn(b, "pp_comm_and_bubble_ms", w),
           // Added later: reports written before them read as 0.
-          NumOr(b, "tp_cp_comm_overlapped_ms", w, 0.0), NumOr(b, "dp_comm_overlapped_ms", w, 0.0)};
+          NumOr(b, "tp_cp_comm_overlapped_ms", w, 0.0), NumOr(b, "dp_comm_overlapped_ms", w, 0.0),
+          NumOr(b, "compute_slowed_by_comm_ms", w, 0.0)};
     }
     if (Has(j, "memory")) {
       const auto& m = Object(j, "memory", "");

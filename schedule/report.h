@@ -68,6 +68,9 @@ struct Breakdown {  // the step of the busiest pipeline rank (predicted)
   // all-gather under the next forward.
   double tp_cp_comm_overlapped_ms = 0;
   double dp_comm_overlapped_ms = 0;
+  // Of compute_ms, what the compute lost running beside the hidden DP and ZeRO collectives
+  // (their share of HBM; cluster.compute.comm_hbm_touches).
+  double compute_slowed_by_comm_ms = 0;
 };
 struct MemorySummary {
   bool fits = true;

@@ -97,6 +97,20 @@ expect_share_note() {
 # (module units, whose published runs show no such slope) says nothing.
 fsdp_job="$src/examples/published/mosaicml2023/h100-mpt-13b-8gpu.yaml"
 expect_share_note fsdp "$fsdp_job" "FSDP's collectives run hidden under compute for"
+# ... and what the compute beside them lost, as the report's breakdown gives it; nothing with
+# comm_hbm_touches 0.
+slowed=$(python3 -c "import json; print('%.3f' % json.load(open('$dir/fsdp.json'))['breakdown']['compute_slowed_by_comm_ms'])")
+if ! grep -q "^overlap: DP/ZeRO collectives run hidden under compute for [0-9.]* ms of the busiest pipeline rank's step; the compute beside them runs $slowed ms (" "$dir/fsdp.out"; then
+  echo "FAIL: simulate $fsdp_job: no 'overlap:' line with the report's $slowed ms"
+  fail=1
+fi
+sed 's/attention_backward_efficiency: 0.12}/attention_backward_efficiency: 0.12, comm_hbm_touches: 0}/' \
+  "$fsdp_job" >"$dir/fsdp0.yaml"
+if ! grep -q "comm_hbm_touches: 0" "$dir/fsdp0.yaml" ||
+  "$bin" simulate "$dir/fsdp0.yaml" | grep -q "^overlap:"; then
+  echo "FAIL: simulate with comm_hbm_touches 0 still says the compute beside collectives slowed"
+  fail=1
+fi
 # One microbatch a step under ZeRO-1 says its hidden data-parallel share (the known miss); the
 # same model at 32 microbatches a step says nothing.
 expect_share_note one "$src/examples/published/mlperf2025b/01-llama31-8b-64gpu-h100-fp8.yaml" \

@@ -12,7 +12,8 @@
 namespace pipetwin {
 
 struct KnownMiss {
-  std::string id;             // "fsdp_hidden_collectives" | "one_microbatch_a_step"
+  std::string
+      id;  // "fsdp_hidden_collectives" | "sharded_dp_over_many_nodes" | "one_microbatch_a_step"
   double hidden_dp_pct = 0;   // the share of the step (%) the DP collectives run hidden
   double optimistic_pct = 0;  // how optimistic the suite's runs of this kind read, at most (%)
   std::string note;           // the sentence `simulate` prints after "note: "

@@ -111,6 +111,17 @@ if ! grep -q "comm_hbm_touches: 0" "$dir/fsdp0.yaml" ||
   echo "FAIL: simulate with comm_hbm_touches 0 still says the compute beside collectives slowed"
   fail=1
 fi
+# FSDP without checkpointing over 64 nodes quotes MosaicML's worst run over as many (+16%); the
+# checkpointed run of the same table over 64 nodes says nothing of it.
+if ! "$bin" simulate "$src/examples/published/mosaicml2023/h100-mpt-7b-512gpu.yaml" |
+  grep -q "^note: ZeRO-3 over 64 nodes without activation checkpointing; .* up to 16% optimistic$"; then
+  echo "FAIL: simulate h100-mpt-7b-512gpu: no note for sharded data parallelism over 64 nodes"
+  fail=1
+fi
+if "$bin" simulate "$src/examples/published/mosaicml2023/h100-mpt-13b-512gpu.yaml" | grep -q "nodes without activation checkpointing"; then
+  echo "FAIL: simulate h100-mpt-13b-512gpu: a checkpointed run gets the many-nodes note"
+  fail=1
+fi
 # One microbatch a step under ZeRO-1 says its hidden data-parallel share (the known miss); the
 # same model at 32 microbatches a step says nothing.
 expect_share_note one "$src/examples/published/mlperf2025b/01-llama31-8b-64gpu-h100-fp8.yaml" \

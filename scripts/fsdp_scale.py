@@ -21,7 +21,6 @@ growths say the latency reads as if paid in series with the compute, which the m
 do (it hides it beside the compute). A diagnostic for models/README.md ("Known miss, FSDP over
 many nodes"); nothing in the model reads it.
 """
-import glob
 import os
 import re
 import sys
@@ -60,14 +59,9 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     pipetwin, prefixes = argv[1], tuple(argv[2:]) or ("mosaicml2023/h100-",)
-    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    base = os.path.join(root, "examples", "published")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for p in sorted(glob.glob(os.path.join(base, "*", "*.yaml"))):
-            rel = os.path.relpath(p, base)
-            if not rel.startswith(prefixes):
-                continue
+        for p, rel in published.job_paths(prefixes):
             with open(p) as f:
                 job = yaml.safe_load(f)
             if job["parallel"].get("zero", 0) < 2 or "layers" not in job["model"]:

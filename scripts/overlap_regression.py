@@ -12,10 +12,7 @@ scripts/published.py computes it). Prints every row and, per device and per reco
 says the hidden time is hidden; near 1, that it is paid in full. A diagnostic for
 models/README.md ("Known miss"); nothing in the model reads it.
 """
-import glob
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -44,15 +41,11 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     pipetwin, prefixes = argv[1], tuple(argv[2:]) or ("mosaicml2023/",)
-    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    base = os.path.join(root, "examples", "published")
-    paths = [p for p in sorted(glob.glob(os.path.join(base, "*", "*.yaml")))
-             if os.path.relpath(p, base).startswith(prefixes)]
     groups = {}
     print("| run | recompute | hidden DP share x | error y |")
     print("|---|---|--:|--:|")
     with tempfile.TemporaryDirectory() as tmp:
-        for p in paths:
+        for p, name in published.job_paths(prefixes):
             run = published.read_run(p)
             rep = published.simulate(pipetwin, p, tmp)
             meta = run["meta"]
@@ -62,7 +55,7 @@ def main(argv):
             with open(p) as f:
                 recompute = (yaml.safe_load(f).get("training") or {}).get("recompute", "none")
             groups.setdefault((run["device"], recompute), []).append((x, y))
-            print("| `%s` | %s | %.1f%% | %+.1f%% |" % (os.path.relpath(p, base), recompute, x, y))
+            print("| `%s` | %s | %.1f%% | %+.1f%% |" % (name, recompute, x, y))
     print()
     print("| device | recompute | runs | slope | intercept | R^2 |")
     print("|---|---|--:|--:|--:|--:|")

@@ -42,6 +42,20 @@ METRICS = {
 # Metrics where more is slower: their error is the throughput's, published / predicted - 1,
 # so that + means optimistic on every row.
 TIMES = {"iteration_time_s"}
+# The suite's job files: examples/published/SOURCE/RUN.yaml.
+BASE = os.path.join(os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")),
+                    "examples", "published")
+
+
+def job_paths(prefixes=()):
+    """(path, name) of every run of the suite in name order, name its path under
+    examples/published/; with `prefixes`, only those whose name starts with one of them."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(BASE, "*", "*.yaml"))):
+        name = os.path.relpath(path, BASE)
+        if not prefixes or name.startswith(tuple(prefixes)):
+            out.append((path, name))
+    return out
 
 
 def error_pct(metric, predicted, published):
@@ -119,9 +133,7 @@ def main(argv):
         return 2
     pipetwin = argv[1]
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    base = os.path.join(root, "examples", "published")
-    runs = [read_run(p) for p in sorted(glob.glob(os.path.join(base, "*", "*.yaml")))
-            if not only or os.path.relpath(p, base).startswith(tuple(only))]
+    runs = [read_run(p) for p, _ in job_paths(only)]
     with tempfile.TemporaryDirectory() as tmp:
         for r in runs:
             path = strip_keys(r["path"], without, tmp) if without else r["path"]

@@ -1,6 +1,7 @@
 // Where the accuracy suite says a prediction reads optimistic and no mechanism is modelled
-// (models/README.md, "Known miss" and "Known miss, one microbatch a step"): said beside the
-// prediction, by `simulate` and `plan` alike, never folded into it.
+// (models/README.md, "Known miss", "Known miss, FSDP over many nodes" and "Known miss, one
+// microbatch a step"): said beside the prediction, by `simulate` and `plan` alike, never folded
+// into it.
 #pragma once
 
 #include <string>
@@ -12,8 +13,8 @@
 namespace pipetwin {
 
 struct KnownMiss {
-  std::string
-      id;  // "fsdp_hidden_collectives" | "sharded_dp_over_many_nodes" | "one_microbatch_a_step"
+  // "fsdp_hidden_collectives" | "sharded_dp_over_many_nodes" | "one_microbatch_a_step"
+  std::string id;
   double hidden_dp_pct = 0;   // the share of the step (%) the DP collectives run hidden
   double optimistic_pct = 0;  // how optimistic the suite's runs of this kind read, at most (%)
   std::string note;           // the sentence `simulate` prints after "note: "

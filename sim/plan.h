@@ -92,6 +92,17 @@ struct FastestRebalanced {
 };
 std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r);
 
+// Which of the top layouts is the fastest if each layout in a known miss (PlanTop::known_misses)
+// were as slow as the suite's runs of its kind at their worst: its step times 1 + the largest
+// `optimistic_pct` of its notes / 100, the others as predicted. The ranking itself stays the
+// model's. Empty where no top layout is in a known miss.
+struct FastestAtKnownWorst {
+  std::size_t index = 0;  // into PlanResult::top
+  double iteration_ms = 0;
+  double first_ms = 0;  // #1's step so taken, for comparison
+};
+std::optional<FastestAtKnownWorst> FindFastestAtKnownWorst(const PlanResult& r);
+
 // Outputs: the human summary, the --report JSON, the --csv (a row per evaluated layout).
 std::string PlanSummary(const PlanResult& r);
 std::string PlanToJson(const PlanResult& r);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -273,6 +274,96 @@ search: {tp: [2, 4], pp: [1], zero: [1]}
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->index, 0u);
   EXPECT_EQ(f->iteration_ms, 10);
+}
+
+// A top layout in a known miss, taken as slow as the worst of its kind (its step x (1 + its
+// largest optimistic share)), may no longer be the fastest: hand-made, #1 at 10 ms reading up to
+// 16% optimistic (11.6 ms) loses to #2's 11 ms; at up to 5% (10.5 ms) it stays first. Without a
+// known miss there is no such line or key. On the one-microbatch search of
+// FlagsTheLayoutsOfAKnownMissAsSimulateDoes the line and the key follow the same arithmetic.
+TEST(PlanTest, FastestAtKnownWorstTakesEachFlaggedLayoutAtItsWorst) {
+  PlanResult h;
+  h.top.resize(3);
+  h.top[0].row.iteration_time_ms = 10;
+  h.top[1].row.iteration_time_ms = 11;
+  h.top[2].row.iteration_time_ms = 12;
+  EXPECT_FALSE(FindFastestAtKnownWorst(h).has_value());
+  h.top[0].known_misses = {{"a", 0, 4.0, "a"}, {"b", 0, 16.0, "b"}};  // the largest counts
+  std::optional<FastestAtKnownWorst> f = FindFastestAtKnownWorst(h);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, 1u);
+  EXPECT_DOUBLE_EQ(f->iteration_ms, 11);
+  EXPECT_DOUBLE_EQ(f->first_ms, 11.6);
+  h.top[0].known_misses = {{"a", 0, 5.0, "a"}};
+  f = FindFastestAtKnownWorst(h);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, 0u);
+  EXPECT_DOUBLE_EQ(f->iteration_ms, 10.5);
+  EXPECT_DOUBLE_EQ(f->first_ms, 10.5);
+
+  // A real search: Llama 3.1 8B at a global batch of 64, where one microbatch a step is flagged
+  // (+44.6% at worst) and two are not.
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: llama3.1-8b}
+training: {global_batch: 64, micro_batch: 1, precision: bf16, flash_attention: true,
+           grad_reduce_dtype: bf16, overlap: {grad_reduce: true, param_gather: true}}
+cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 8}
+search:
+  tp: [1, 2]
+  pp: [1]
+  micro_batch: [1, 2]
+  zero: [1]
+)");
+  auto r = RunPlan(plan, {.top = 4, .threads = 1});
+  ASSERT_TRUE(r);
+  std::size_t want = 0;
+  double want_ms = 1e300, first_ms = 0;
+  for (std::size_t i = 0; i < r->top.size(); ++i) {
+    double pct = 0;
+    for (const KnownMiss& m : r->top[i].known_misses) pct = std::max(pct, m.optimistic_pct);
+    const double ms = r->top[i].row.iteration_time_ms * (1 + pct / 100);
+    if (i == 0) first_ms = ms;
+    if (ms < want_ms) want = i, want_ms = ms;
+  }
+  f = FindFastestAtKnownWorst(*r);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->index, want);
+  EXPECT_DOUBLE_EQ(f->iteration_ms, want_ms);
+  EXPECT_DOUBLE_EQ(f->first_ms, first_ms);
+  char line[200];
+  if (want == 0) {
+    std::snprintf(line, sizeof line, "#1 stays the fastest of the top %zu: %.1f ms", r->top.size(),
+                  want_ms);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "#%zu is the fastest of the top %zu: %.1f ms against #1's %.1f ms", want + 1,
+                  r->top.size(), want_ms, first_ms);
+  }
+  const std::string summary = PlanSummary(*r);
+  EXPECT_NE(summary.find(std::string("! were each such layout as slow as the worst of its kind, ") +
+                         line),
+            std::string::npos)
+      << summary;
+  const nlohmann::json j = nlohmann::json::parse(PlanToJson(*r));
+  EXPECT_EQ(j["fastest_at_known_worst"]["rank"].get<std::size_t>(), want + 1);
+  EXPECT_DOUBLE_EQ(j["fastest_at_known_worst"]["iteration_time_ms"].get<double>(), want_ms);
+}
+
+// Without a known miss among the top layouts there is no such line or key.
+TEST(PlanTest, NoFastestAtKnownWorstWithoutKnownMisses) {
+  const PlanFile plan = Parse(R"(schedule: 1f1b
+model: {preset: llama3.1-8b}
+training: {global_batch: 64, micro_batch: 1, recompute: full}
+cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 1}
+search: {tp: [2, 4], pp: [1], zero: [1]}
+)");
+  auto r = RunPlan(plan, {.top = 2, .threads = 1});
+  ASSERT_TRUE(r);
+  ASSERT_FALSE(r->top.empty());
+  for (const PlanTop& t : r->top) ASSERT_TRUE(t.known_misses.empty());
+  EXPECT_FALSE(FindFastestAtKnownWorst(*r).has_value());
+  EXPECT_EQ(PlanSummary(*r).find("as slow as the worst of its kind"), std::string::npos);
+  EXPECT_EQ(PlanToJson(*r).find("fastest_at_known_worst"), std::string::npos);
 }
 
 // The base job's parallel.cp_comm holds for every layout searched: Llama 3's all-gathered CP

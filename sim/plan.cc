@@ -632,20 +632,63 @@ Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts) {
   return res;
 }
 
-std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r) {
-  std::optional<FastestRebalanced> best;
-  bool any = false;
-  for (std::size_t i = 0; i < r.top.size(); ++i) {
-    const PlanTop& t = r.top[i];
-    any = any || t.rebalance.has_value();
-    const double ms = t.rebalance ? std::min(t.rebalance->iteration_ms, t.row.iteration_time_ms)
-                                  : t.row.iteration_time_ms;
-    if (!best || ms < best->iteration_ms) best = FastestRebalanced{i, ms, 0};
+namespace {
+
+// The fastest of the top layouts with each one's step given by `step` (#1's too).
+template <typename Step>
+FastestOfTop FastestBy(const PlanResult& r, Step step) {
+  FastestOfTop best{0, step(r.top[0]), step(r.top[0])};
+  for (std::size_t i = 1; i < r.top.size(); ++i) {
+    const double ms = step(r.top[i]);
+    if (ms < best.iteration_ms) best.index = i, best.iteration_ms = ms;
   }
-  if (!any) return std::nullopt;
-  best->first_ms =
-      r.top[0].rebalance ? r.top[0].rebalance->iteration_ms : r.top[0].row.iteration_time_ms;
   return best;
+}
+
+// A layout's step were it as slow as the worst of its known misses' runs.
+double AtKnownWorst(const PlanTop& t) {
+  double worst_pct = 0;
+  for (const KnownMiss& m : t.known_misses) worst_pct = std::max(worst_pct, m.optimistic_pct);
+  return t.row.iteration_time_ms * (1 + worst_pct / 100);
+}
+
+// "<lead> #1 stays the fastest of the top N: X ms<tail>" or "<lead> #k is the fastest of the top
+// N: X ms against #1's Y ms<tail>", with a newline.
+std::string FastestLine(const char* lead, const FastestOfTop& f, std::size_t n, const char* tail) {
+  char buf[256];
+  if (f.index == 0) {
+    std::snprintf(buf, sizeof buf, "%s #1 stays the fastest of the top %zu: %.1f ms%s\n", lead, n,
+                  f.iteration_ms, tail);
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "%s #%zu is the fastest of the top %zu: %.1f ms against #1's %.1f ms%s\n", lead,
+                  f.index + 1, n, f.iteration_ms, f.first_ms, tail);
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r) {
+  if (std::none_of(r.top.begin(), r.top.end(),
+                   [](const PlanTop& t) { return t.rebalance.has_value(); })) {
+    return std::nullopt;
+  }
+  FastestOfTop f = FastestBy(r, [](const PlanTop& t) {
+    return t.rebalance ? std::min(t.rebalance->iteration_ms, t.row.iteration_time_ms)
+                       : t.row.iteration_time_ms;
+  });
+  f.first_ms =
+      r.top[0].rebalance ? r.top[0].rebalance->iteration_ms : r.top[0].row.iteration_time_ms;
+  return f;
+}
+
+std::optional<FastestAtKnownWorst> FindFastestAtKnownWorst(const PlanResult& r) {
+  if (std::all_of(r.top.begin(), r.top.end(),
+                  [](const PlanTop& t) { return t.known_misses.empty(); })) {
+    return std::nullopt;
+  }
+  return FastestBy(r, AtKnownWorst);
 }
 
 namespace {
@@ -720,24 +763,6 @@ std::string Layout(const PlanRow& r) {
 
 }  // namespace
 
-std::optional<FastestAtKnownWorst> FindFastestAtKnownWorst(const PlanResult& r) {
-  std::optional<FastestAtKnownWorst> best;
-  bool any = false;
-  double first_ms = 0;
-  for (std::size_t i = 0; i < r.top.size(); ++i) {
-    const PlanTop& t = r.top[i];
-    double worst_pct = 0;
-    for (const KnownMiss& m : t.known_misses) worst_pct = std::max(worst_pct, m.optimistic_pct);
-    any = any || !t.known_misses.empty();
-    const double ms = t.row.iteration_time_ms * (1 + worst_pct / 100);
-    if (i == 0) first_ms = ms;
-    if (!best || ms < best->iteration_ms) best = FastestAtKnownWorst{i, ms, 0};
-  }
-  if (!any) return std::nullopt;
-  best->first_ms = first_ms;
-  return best;
-}
-
 std::string PlanSummary(const PlanResult& r) {
   std::string out;
   char buf[512];
@@ -808,18 +833,8 @@ std::string PlanSummary(const PlanResult& r) {
     out += buf;
   }
   if (const std::optional<FastestRebalanced> f = FindFastestRebalanced(r)) {
-    if (f->index == 0) {
-      std::snprintf(buf, sizeof buf,
-                    "~ with those splits #1 stays the fastest of the top %zu: %.1f ms (layouts "
-                    "below them not rebalanced)\n",
-                    r.top.size(), f->iteration_ms);
-    } else {
-      std::snprintf(buf, sizeof buf,
-                    "~ with those splits #%zu is the fastest of the top %zu: %.1f ms against "
-                    "#1's %.1f ms (layouts below them not rebalanced)\n",
-                    f->index + 1, r.top.size(), f->iteration_ms, f->first_ms);
-    }
-    out += buf;
+    out += FastestLine("~ with those splits", *f, r.top.size(),
+                       " (layouts below them not rebalanced)");
   }
   // The layouts the model may rank too high, with what the suite says of their kind.
   for (std::size_t i = 0; i < r.top.size(); ++i) {
@@ -829,18 +844,8 @@ std::string PlanSummary(const PlanResult& r) {
     }
   }
   if (const std::optional<FastestAtKnownWorst> f = FindFastestAtKnownWorst(r)) {
-    if (f->index == 0) {
-      std::snprintf(buf, sizeof buf,
-                    "! were each such layout as slow as the worst of its kind, #1 stays the "
-                    "fastest of the top %zu: %.1f ms\n",
-                    r.top.size(), f->iteration_ms);
-    } else {
-      std::snprintf(buf, sizeof buf,
-                    "! were each such layout as slow as the worst of its kind, #%zu is the "
-                    "fastest of the top %zu: %.1f ms against #1's %.1f ms\n",
-                    f->index + 1, r.top.size(), f->iteration_ms, f->first_ms);
-    }
-    out += buf;
+    out += FastestLine("! were each such layout as slow as the worst of its kind,", *f,
+                       r.top.size(), "");
   }
   return out;
 }

@@ -81,26 +81,22 @@ struct PlanResult {
 
 Expected<PlanResult> RunPlan(const PlanFile& plan, const PlanOptions& opts = {});
 
-// Which of the top layouts is the fastest once each takes the split `rebalance` suggests for it
-// (its even split where none is suggested), and that step: the ranking itself stays that of the
-// even splits, and layouts below the top K are not rebalanced. Empty where no top layout has a
+// The fastest of the top layouts with their steps taken some other way than the ranking's, and
+// that step; the ranking itself stays the model's.
+struct FastestOfTop {
+  std::size_t index = 0;  // into PlanResult::top
+  double iteration_ms = 0;
+  double first_ms = 0;  // #1's step taken the same way, for comparison
+};
+// ... once each takes the split `rebalance` suggests for it (its even split where none is
+// suggested); layouts below the top K are not rebalanced. Empty where no top layout has a
 // suggestion.
-struct FastestRebalanced {
-  std::size_t index = 0;  // into PlanResult::top
-  double iteration_ms = 0;
-  double first_ms = 0;  // #1's step with its own split, for comparison
-};
+using FastestRebalanced = FastestOfTop;
 std::optional<FastestRebalanced> FindFastestRebalanced(const PlanResult& r);
-
-// Which of the top layouts is the fastest if each layout in a known miss (PlanTop::known_misses)
-// were as slow as the suite's runs of its kind at their worst: its step times 1 + the largest
-// `optimistic_pct` of its notes / 100, the others as predicted. The ranking itself stays the
-// model's. Empty where no top layout is in a known miss.
-struct FastestAtKnownWorst {
-  std::size_t index = 0;  // into PlanResult::top
-  double iteration_ms = 0;
-  double first_ms = 0;  // #1's step so taken, for comparison
-};
+// ... if each layout in a known miss (PlanTop::known_misses) were as slow as the suite's runs of
+// its kind at their worst: its step times 1 + the largest `optimistic_pct` of its notes / 100,
+// the others as predicted. Empty where no top layout is in a known miss.
+using FastestAtKnownWorst = FastestOfTop;
 std::optional<FastestAtKnownWorst> FindFastestAtKnownWorst(const PlanResult& r);
 
 // Outputs: the human summary, the --report JSON, the --csv (a row per evaluated layout).

@@ -34,6 +34,20 @@ search:
   zero: [0, 1]
 )";
 
+// Llama 3.1 8B on 64 H100s at a global batch of 64 (MLPerf's setting): micro-batch 1 at dp 64
+// and micro-batch 2 at dp 32 (tp 2) are one microbatch a step, micro-batch 1 at dp 32 is two.
+constexpr const char* kOneMicrobatchPlan = R"(schedule: 1f1b
+model: {preset: llama3.1-8b}
+training: {global_batch: 64, micro_batch: 1, precision: bf16, flash_attention: true,
+           grad_reduce_dtype: bf16, overlap: {grad_reduce: true, param_gather: true}}
+cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 8}
+search:
+  tp: [1, 2]
+  pp: [1]
+  micro_batch: [1, 2]
+  zero: [1]
+)";
+
 PlanFile Parse(const std::string& text) {
   auto p = ParsePlanFile(text, "plan.yaml");
   if (!p) ADD_FAILURE() << p.error().message;
@@ -129,17 +143,7 @@ TEST(PlanTest, EmittedJobReproducesUnderSimulate) {
 // on 64 H100s at a global batch of 64 (MLPerf's setting): micro-batch 1 at dp 64 is one
 // microbatch a step; micro-batch 1 at dp 32 (tp 2) is two.
 TEST(PlanTest, FlagsTheLayoutsOfAKnownMissAsSimulateDoes) {
-  const PlanFile plan = Parse(R"(schedule: 1f1b
-model: {preset: llama3.1-8b}
-training: {global_batch: 64, micro_batch: 1, precision: bf16, flash_attention: true,
-           grad_reduce_dtype: bf16, overlap: {grad_reduce: true, param_gather: true}}
-cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 8}
-search:
-  tp: [1, 2]
-  pp: [1]
-  micro_batch: [1, 2]
-  zero: [1]
-)");
+  const PlanFile plan = Parse(kOneMicrobatchPlan);
   auto r = RunPlan(plan, {.top = 4, .threads = 1});
   ASSERT_TRUE(r);
   // tp 1 at micro-batch 2 needs a batch of 128: invalid. tp 1 / mb 1 and tp 2 / mb 2 are one
@@ -244,7 +248,8 @@ search:
 }
 
 // Without any suggestion (one pipeline stage: nothing to rebalance) there is no such line or
-// key; on a hand-made result a suggestion on #2 that beats #1's step makes #2 the fastest.
+// key (and, no top layout being in a known miss, no known-worst line or key either); on a
+// hand-made result a suggestion on #2 that beats #1's step makes #2 the fastest.
 TEST(PlanTest, NoFastestRebalancedWithoutSuggestions) {
   const PlanFile plan = Parse(R"(schedule: 1f1b
 model: {preset: llama3.1-8b}
@@ -258,6 +263,11 @@ search: {tp: [2, 4], pp: [1], zero: [1]}
   EXPECT_FALSE(FindFastestRebalanced(*r).has_value());
   EXPECT_EQ(PlanSummary(*r).find("with those splits"), std::string::npos);
   EXPECT_EQ(PlanToJson(*r).find("fastest_rebalanced"), std::string::npos);
+  // Nor a known miss among them: no line or key for the known worst either.
+  for (const PlanTop& t : r->top) ASSERT_TRUE(t.known_misses.empty());
+  EXPECT_FALSE(FindFastestAtKnownWorst(*r).has_value());
+  EXPECT_EQ(PlanSummary(*r).find("as slow as the worst of its kind"), std::string::npos);
+  EXPECT_EQ(PlanToJson(*r).find("fastest_at_known_worst"), std::string::npos);
   PlanResult h;
   h.top.resize(2);
   h.top[0].row.iteration_time_ms = 10;
@@ -278,9 +288,9 @@ search: {tp: [2, 4], pp: [1], zero: [1]}
 
 // A top layout in a known miss, taken as slow as the worst of its kind (its step x (1 + its
 // largest optimistic share)), may no longer be the fastest: hand-made, #1 at 10 ms reading up to
-// 16% optimistic (11.6 ms) loses to #2's 11 ms; at up to 5% (10.5 ms) it stays first. Without a
-// known miss there is no such line or key. On the one-microbatch search of
-// FlagsTheLayoutsOfAKnownMissAsSimulateDoes the line and the key follow the same arithmetic.
+// 16% optimistic (11.6 ms) loses to #2's 11 ms; at up to 5% (10.5 ms) it stays first. On the
+// one-microbatch search of FlagsTheLayoutsOfAKnownMissAsSimulateDoes the line and the key follow
+// the same arithmetic.
 TEST(PlanTest, FastestAtKnownWorstTakesEachFlaggedLayoutAtItsWorst) {
   PlanResult h;
   h.top.resize(3);
@@ -303,17 +313,7 @@ TEST(PlanTest, FastestAtKnownWorstTakesEachFlaggedLayoutAtItsWorst) {
 
   // A real search: Llama 3.1 8B at a global batch of 64, where one microbatch a step is flagged
   // (+44.6% at worst) and two are not.
-  const PlanFile plan = Parse(R"(schedule: 1f1b
-model: {preset: llama3.1-8b}
-training: {global_batch: 64, micro_batch: 1, precision: bf16, flash_attention: true,
-           grad_reduce_dtype: bf16, overlap: {grad_reduce: true, param_gather: true}}
-cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 8}
-search:
-  tp: [1, 2]
-  pp: [1]
-  micro_batch: [1, 2]
-  zero: [1]
-)");
+  const PlanFile plan = Parse(kOneMicrobatchPlan);
   auto r = RunPlan(plan, {.top = 4, .threads = 1});
   ASSERT_TRUE(r);
   std::size_t want = 0;
@@ -347,23 +347,6 @@ search:
   const nlohmann::json j = nlohmann::json::parse(PlanToJson(*r));
   EXPECT_EQ(j["fastest_at_known_worst"]["rank"].get<std::size_t>(), want + 1);
   EXPECT_DOUBLE_EQ(j["fastest_at_known_worst"]["iteration_time_ms"].get<double>(), want_ms);
-}
-
-// Without a known miss among the top layouts there is no such line or key.
-TEST(PlanTest, NoFastestAtKnownWorstWithoutKnownMisses) {
-  const PlanFile plan = Parse(R"(schedule: 1f1b
-model: {preset: llama3.1-8b}
-training: {global_batch: 64, micro_batch: 1, recompute: full}
-cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: 1}
-search: {tp: [2, 4], pp: [1], zero: [1]}
-)");
-  auto r = RunPlan(plan, {.top = 2, .threads = 1});
-  ASSERT_TRUE(r);
-  ASSERT_FALSE(r->top.empty());
-  for (const PlanTop& t : r->top) ASSERT_TRUE(t.known_misses.empty());
-  EXPECT_FALSE(FindFastestAtKnownWorst(*r).has_value());
-  EXPECT_EQ(PlanSummary(*r).find("as slow as the worst of its kind"), std::string::npos);
-  EXPECT_EQ(PlanToJson(*r).find("fastest_at_known_worst"), std::string::npos);
 }
 
 // The base job's parallel.cp_comm holds for every layout searched: Llama 3's all-gathered CP

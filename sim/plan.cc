@@ -836,7 +836,7 @@ std::string PlanSummary(const PlanResult& r) {
     out += FastestLine("~ with those splits", *f, r.top.size(),
                        " (layouts below them not rebalanced)");
   }
-  // The layouts the model may rank too high, with what the suite says of their kind.
+  // The layouts the suite says the model misses, with what it says of their kind.
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     for (const KnownMiss& m : r.top[i].known_misses) {
       std::snprintf(buf, sizeof buf, "! #%zu, a known miss (%s): ", i + 1, m.id.c_str());

@@ -15,7 +15,8 @@ namespace {
 // MPT-7B as MosaicML's 2024 table runs it (FSDP, one microbatch of 6 a step), with the data
 // parallelism, node count, recompute, ZeRO stage and rank order in the arguments.
 std::string MptJob(int pp, int dp, int nodes, const std::string& recompute, int zero,
-                   const std::string& rank_order = "tp-cp-dp-pp") {
+                   const std::string& rank_order = "tp-cp-dp-pp",
+                   const std::string& device = "h100-sxm-80gb") {
   return "schedule: 1f1b\n"
          "parallel: {pp: " +
          std::to_string(pp) + ", tp: 1, dp: " + std::to_string(dp) +
@@ -25,9 +26,12 @@ std::string MptJob(int pp, int dp, int nodes, const std::string& recompute, int 
          "seq_len: 2048, bias: false, dropout: false}\n"
          "training: {global_batch: " +
          std::to_string(6 * dp) + ", micro_batch: 6, precision: bf16, recompute: " + recompute +
-         ", flash_attention: true, grad_reduce_dtype: fp32}\n"
-         "cluster: {device: h100-sxm-80gb, gpus_per_node: 8, nodes: " +
-         std::to_string(nodes) + ", rank_order: " + rank_order + "}\n";
+         ", flash_attention: true, grad_reduce_dtype: fp32" +
+         (zero == 3 ? ", zero3_unit: layer" : "") +
+         "}\n"
+         "cluster: {device: " +
+         device + ", gpus_per_node: 8, nodes: " + std::to_string(nodes) +
+         ", rank_order: " + rank_order + "}\n";
 }
 
 std::vector<KnownMiss> MissesOf(const std::string& yaml) {
@@ -82,7 +86,7 @@ TEST(KnownMissesTest, ShardedDataParallelismOverManyNodesQuotesTheRunsOfItsNodeC
               std::string::npos)
         << m->note;
     char tail[64];
-    std::snprintf(tail, sizeof tail, "up to %.0f%% optimistic", c.want_pct);
+    std::snprintf(tail, sizeof tail, "up to %.1f%% optimistic", c.want_pct);
     EXPECT_NE(m->note.find(tail), std::string::npos) << m->note;
   }
 }
@@ -96,6 +100,50 @@ TEST(KnownMissesTest, ShardedDataParallelismCountsTheNodesOfItsOwnGroup) {
   const KnownMiss* m = Find(misses, "sharded_dp_over_many_nodes");
   ASSERT_NE(m, nullptr);
   EXPECT_NE(m->note.find("ZeRO-2 over 16 nodes"), std::string::npos) << m->note;
+}
+
+// FSDP's hidden collectives quote the suite's FSDP runs of the job's device (H100's for H200)
+// and checkpointing, either way: checkpointed on H100 they read -6.8% to +1.3%, on A100 80GB
+// -17.6% to -4.2% (nothing optimistic to add in `plan`); without checkpointing over 64 nodes the
+// many-nodes note speaks instead; a device without FSDP runs in the suite gets no note.
+TEST(KnownMissesTest, FsdpHiddenCollectivesQuoteTheRunsOfTheirDeviceAndCheckpointing) {
+  struct Case {
+    std::string device, recompute;
+    int dp, nodes;
+    std::string want;  // empty: no note
+    double want_pct;
+  };
+  const Case cases[] = {
+      {"h100-sxm-80gb", "full", 8, 1,
+       "the suite's 14 FSDP runs on h100-sxm-80gb with activation checkpointing (4.5% to 29.4% "
+       "hidden) read -6.8% to +1.3% against their published speed (not modelled: "
+       "models/README.md, Known miss), so read this prediction as between 6.8% pessimistic and "
+       "1.3% optimistic",
+       1.3},
+      {"h200-sxm-141gb", "full", 8, 1, "the suite's 14 FSDP runs on h100-sxm-80gb with", 1.3},
+      {"a100-sxm-80gb", "full", 8, 1,
+       "5 FSDP runs on a100-sxm-80gb with activation checkpointing (4.9% to 18.2% hidden) read "
+       "-17.6% to -4.2% against their published speed (not modelled: models/README.md, Known "
+       "miss), so read this prediction as up to 17.6% pessimistic",
+       0},
+      {"h100-sxm-80gb", "none", 64, 8, "7 FSDP runs on h100-sxm-80gb without", 3.3},
+      {"h100-sxm-80gb", "none", 512, 64, "", 0},
+      {"a100-sxm-40gb", "none", 8, 1, "", 0},
+      {"cpu", "full", 8, 1, "", 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.device + ", recompute " + c.recompute + ", dp " + std::to_string(c.dp));
+    const auto misses = MissesOf(MptJob(1, c.dp, c.nodes, c.recompute, 3, "tp-cp-dp-pp", c.device));
+    const KnownMiss* m = Find(misses, "fsdp_hidden_collectives");
+    if (c.want.empty()) {
+      EXPECT_EQ(m, nullptr) << m->note;
+      continue;
+    }
+    ASSERT_NE(m, nullptr);
+    EXPECT_GE(m->hidden_dp_pct, 1.0);
+    EXPECT_NE(m->note.find(c.want), std::string::npos) << m->note;
+    EXPECT_DOUBLE_EQ(m->optimistic_pct, c.want_pct);
+  }
 }
 
 }  // namespace

@@ -100,12 +100,18 @@ def strip_keys(path, keys, tmp):
     return out
 
 
-def simulate(pipetwin, path, tmp):
+def simulate_with_notes(pipetwin, path, tmp):
+    """`pipetwin simulate path`: its report (the JSON) and its notes (the text after "note: " of
+    each such line it prints)."""
     rep = os.path.join(tmp, "report.json")
-    subprocess.run([pipetwin, "simulate", path, "--report", rep], check=True,
-                   stdout=subprocess.DEVNULL)
+    out = subprocess.run([pipetwin, "simulate", path, "--report", rep], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
     with open(rep) as f:
-        return json.load(f)
+        return json.load(f), [l[len("note: "):] for l in out.splitlines() if l.startswith("note: ")]
+
+
+def simulate(pipetwin, path, tmp):
+    return simulate_with_notes(pipetwin, path, tmp)[0]
 
 
 def error_with_compute(pipetwin, run, compute, tmp):

@@ -19,10 +19,8 @@ scripts/published.py's and its hidden share the report's `breakdown.dp_comm_over
 
 A change to the model that moves any of those rows fails here until the constants in
 sim/known_misses.cc (and the figures in models/README.md) say what the suite now reads."""
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -37,17 +35,6 @@ ONE = re.compile(r"one microbatch a step, .*MLPerf's .* \(Megatron-Core, (\d+) r
                  r"([+-][0-9.]+)%")
 
 
-def predict(pipetwin, path, tmp):
-    """(notes, hidden share in %, report) of `pipetwin simulate path`."""
-    rep = os.path.join(tmp, "report.json")
-    out = subprocess.run([pipetwin, "simulate", path, "--report", rep], check=True,
-                         capture_output=True, text=True).stdout
-    with open(rep) as f:
-        r = json.load(f)
-    hidden = 100.0 * (r.get("breakdown") or {}).get("dp_comm_overlapped_ms", 0) / r["iteration_time_ms"]
-    return [l[len("note: "):] for l in out.splitlines() if l.startswith("note: ")], hidden, r
-
-
 def span(values, fmt):
     return (fmt % min(values), fmt % max(values))
 
@@ -60,7 +47,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         for path, name in published.job_paths():
             run = published.read_run(path)
-            notes, hidden, r = predict(pipetwin, path, tmp)
+            r, notes = published.simulate_with_notes(pipetwin, path, tmp)
+            hidden = 100.0 * (r.get("breakdown") or {}).get("dp_comm_overlapped_ms", 0) / r["iteration_time_ms"]
             metric = run["meta"]["metric"]
             err = published.error_pct(metric, published.METRICS[metric][1](r), run["meta"]["value"])
             for n in notes:

@@ -83,13 +83,15 @@ std::vector<KnownMiss> KnownMisses(const ResolvedJob& job, const Report& r) {
   const double hidden = 100.0 * r.breakdown->dp_comm_overlapped_ms / r.iteration_time_ms;
   const ParallelConfig& par = job.config.parallel;
   const bool checkpointed = job.config.training.recompute != models::Recompute::kNone;
-  // The nodes the data-parallel group spans, after cluster.rank_order.
-  const int dp_nodes = par.dp > 1 ? models::RankLayout(par, job.config.cluster.rank_order)
-                                        .WorstShape(models::Dim::kDp, models::Dim::kCp,
-                                                    job.config.cluster.gpus_per_node)
-                                        .nodes
-                                  : 1;
-  const bool many_nodes = par.zero >= 2 && par.dp > 1 && !checkpointed && dp_nodes >= 16;
+  // Sharded data parallelism without checkpointing: the nodes its group spans, after
+  // cluster.rank_order (0 where it does not apply).
+  int dp_nodes = 0;
+  if (par.zero >= 2 && par.dp > 1 && !checkpointed) {
+    dp_nodes = models::RankLayout(par, job.config.cluster.rank_order)
+                   .WorstShape(models::Dim::kDp, models::Dim::kCp, job.config.cluster.gpus_per_node)
+                   .nodes;
+  }
+  const bool many_nodes = dp_nodes >= 16;
   char buf[640];
   // FSDP's hidden collectives: what the suite's FSDP runs of the same kind read, either way
   // (models/README.md, "Known miss"; scripts/overlap_regression.py).

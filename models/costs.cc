@@ -611,6 +611,7 @@ void AddEmbedding(const Shared& j, StageCost& sc, double& tp_bytes) {
       const double ag = Tp(c, Collective::kAllGather, c.act_bytes);
       sc.backward_weight_ms += ag;
       sc.backward_tp_comm_ms += ag;
+      sc.backward_weight_tp_comm_ms += ag;
       tp_bytes += TpSent(c, Collective::kAllGather, c.act_bytes);
     }
   }
@@ -1126,13 +1127,15 @@ void ApplyVariability(JobCosts& jc, const CostInputs& in) {
   const double k = jc.straggler_factor;
   for (StageCost& sc : jc.stages) {
     const double f_comm = sc.forward_tp_comm_ms + sc.forward_cp_comm_ms + sc.fp8_amax_forward_ms;
-    const double i_comm = sc.backward_tp_comm_ms + sc.backward_cp_comm_ms + sc.fp8_amax_backward_ms;
+    const double w_comm = sc.backward_weight_tp_comm_ms;
+    const double i_comm =
+        sc.backward_tp_comm_ms - w_comm + sc.backward_cp_comm_ms + sc.fp8_amax_backward_ms;
     sc.forward_ms = (sc.forward_ms - f_comm) * k + f_comm;
     sc.backward_input_ms = (sc.backward_input_ms - i_comm) * k + i_comm;
-    sc.backward_weight_ms *= k;
+    sc.backward_weight_ms = (sc.backward_weight_ms - w_comm) * k + w_comm;
     sc.unshard.forward_ms = (sc.unshard.forward_ms - f_comm) * k + f_comm;
     sc.unshard.backward_input_ms = (sc.unshard.backward_input_ms - i_comm) * k + i_comm;
-    sc.unshard.backward_weight_ms *= k;
+    sc.unshard.backward_weight_ms = (sc.unshard.backward_weight_ms - w_comm) * k + w_comm;
   }
 }
 

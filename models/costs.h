@@ -42,6 +42,9 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
 
   double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
   double forward_tp_comm_ms = 0, backward_tp_comm_ms = 0;  // exposed TP/SP collectives
+  // Of backward_tp_comm_ms, what is in backward_weight_ms, not backward_input_ms: the
+  // embedding's all-gather of the output gradient under SP, which its W needs.
+  double backward_weight_tp_comm_ms = 0;
   // TP/SP collective time hidden under the GEMMs (training.overlap.tp_comm); not in the times.
   double forward_tp_comm_overlapped_ms = 0, backward_tp_comm_overlapped_ms = 0;
   double forward_cp_comm_ms = 0, backward_cp_comm_ms = 0;  // exposed ring-attention transfers

@@ -1,6 +1,9 @@
 #include "sim/model_costs.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace pipetwin {
 
@@ -61,6 +64,20 @@ CostTable CostTableFromModel(const models::JobCosts& jc, const std::vector<int>&
       st.unsharded_backward_weight = SimTime::FromMillis(c.unshard.backward_weight_ms);
       st.unsharded_dp_reduce = SimTime::FromMillis(c.unshard.reduce_ms + c.embedding_sync_ms);
       st.unsharded_dp_reduce_bytes = c.unshard.reduce_bytes;
+    }
+    // Every time the engine plays must be >= 0 (a negative one would run its clock backwards).
+    for (const auto& [name, v] : {std::pair{"F", st.forward},
+                                  {"I", st.backward_input},
+                                  {"W", st.backward_weight},
+                                  {"B", st.backward},
+                                  {"the forward send", st.send_forward},
+                                  {"the backward send", st.send_backward},
+                                  {"the DP reduction", st.dp_reduce},
+                                  {"the optimizer step", st.optimizer}}) {
+      if (v.nanos() < 0) {
+        throw std::logic_error("the cost model priced " + std::string(name) + " of stage " +
+                               std::to_string(k) + " at " + std::to_string(v.nanos()) + " ns");
+      }
     }
     t.stages.push_back(st);
   }

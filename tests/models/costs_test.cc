@@ -1250,6 +1250,35 @@ TEST(CostsTest, VariabilityScalesComputeByTheSlowestRank) {
       << bad.error().message;
 }
 
+// A stage that holds the embedding and no layer (Llama 3 405B's split, or a step of
+// simulate's rebalancing) under sequence parallelism: its I computes nothing, and its W is the
+// scatter-add plus the all-gather of the output gradient. The straggler factor scales the
+// scatter-add only, so I stays 0 (it went negative when the all-gather was taken out of I).
+TEST(CostsTest, VariabilityLeavesTheEmbeddingsGatherOutOfItsScaling) {
+  const std::string base =
+      "schedule: 1f1b\nparallel: {pp: 2, tp: 2, sp: true, dp: 2}\n"
+      "model: {preset: gpt3-1.3b, layers: 4, layers_per_stage: [0, 4]}\n"
+      "training: {global_batch: 16, micro_batch: 1}\n";
+  Expected<JobCosts> a =
+      Costs(base + "cluster: {device: a100-sxm-80gb, variability: {distribution: none}}\n", 2);
+  Expected<JobCosts> b = Costs(
+      base + "cluster: {device: a100-sxm-80gb, variability: {distribution: normal, cv: 0.05}}\n",
+      2);
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
+  const double k = b->straggler_factor;
+  ASSERT_GT(k, 1.01);
+  const StageCost& s0 = a->stages[0];
+  const StageCost& t0 = b->stages[0];
+  ASSERT_EQ(s0.layers, 0);
+  ASSERT_GT(s0.backward_weight_tp_comm_ms, 0);
+  EXPECT_EQ(s0.backward_weight_tp_comm_ms, s0.backward_tp_comm_ms);  // all of it in W
+  EXPECT_EQ(s0.backward_input_ms, 0);
+  EXPECT_EQ(t0.backward_input_ms, 0);
+  const double w_comm = s0.backward_weight_tp_comm_ms;
+  EXPECT_NEAR(t0.backward_weight_ms, (s0.backward_weight_ms - w_comm) * k + w_comm, 1e-12);
+  EXPECT_LT(t0.backward_weight_ms, s0.backward_weight_ms * k);
+}
+
 // Costs straight from the job text, without building the schedule (for large worlds).
 Expected<JobCosts> CostsOnly(const std::string& yaml, int num_stages) {
   Expected<JobConfig> c = ParseJobConfig(yaml, "job.yaml");

@@ -477,6 +477,17 @@ Status CheckCostInputs(const CostInputs& inputs, int num_stages) {
 
 namespace {
 
+// n equal collectives of `one` ms each, on one stream in order, beside a compute of `during` ms
+// through which they become ready evenly (a reduction: the k-th after k/n of it) or by which
+// they are needed evenly (a gather: the k-th before (k - 1)/n of it, the first before it
+// starts): the compute and the collectives take during + PastCompute(n, one, during). The
+// first or the last collective is the critical one, so what runs past the compute is
+// max(one, n * one - during * (n - 1) / n), at least one collective and at most all of them
+// less the compute of n - 1 pieces. The rest of the n * one is hidden.
+double PastCompute(double n, double one, double during) {
+  return std::max(one, n * one - during * (n - 1) / n);
+}
+
 // Phase 2: the job-wide fields, copied from the inputs or derived from them.
 JobCosts JobHeader(const CostInputs& in) {
   JobCosts jc;
@@ -847,13 +858,10 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   const bool bucketed = ov.grad_reduce || ov.param_gather;
   const double buckets =
       bucketed ? std::max(1.0, std::ceil(static_cast<double>(sc.params) / bucket_elements)) : 1.0;
-  // n buckets ready (or needed) evenly through a compute of `during` ms, reduced one after
-  // another on the collective stream, each taking `one` ms: what runs past the compute is
-  // max(one, n * one - during * (n - 1) / n) (the first or the last bucket is the critical
-  // one); the rest is hidden.
+  // n buckets ready (or needed) evenly through a compute of `during` ms (PastCompute): what
+  // runs past the compute is exposed, the rest hidden.
   auto hidden = [&](double one, double during) {
-    const double total = buckets * one;
-    return total - std::max(one, total - during * (buckets - 1) / buckets);
+    return buckets * one - PastCompute(buckets, one, during);
   };
   // The compute beside that hidden part runs longer by share x hidden (CommHbmShare); the
   // last bucket waits for the compute's end, so the step grows by that, less the time the
@@ -911,9 +919,10 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
       // a stage without layers is one unit) is gathered before its F and again before its I,
       // and its gradients are reduce-scattered after its W, every microbatch (FSDP and
       // DeepSpeed stage 3 both reduce in each backward). With zero3_prefetch >= 1 the
-      // collectives run ahead on their own stream, so a pass takes max(compute, units x c)
-      // plus one unit's collective that nothing hides (the first gather, the last
-      // reduce-scatter); with 0 every one is in series with the compute (ApplyZero3Passes,
+      // collectives run ahead on their own stream, so a pass of compute C takes
+      // max(C + c, units x c + C / units): one unit's collective that nothing hides (the
+      // first gather, the last reduce-scatter) or, collective-bound, all of them and one
+      // unit's compute; with 0 every one is in series with the compute (ApplyZero3Passes,
       // once the compute is final). Equal units give the exact total: the bandwidth term is
       // linear in bytes, the latency is per call. With training.zero3_nics: rank (auto's
       // choice for module units) every rank drives its own NIC where the group spans nodes,
@@ -1140,23 +1149,26 @@ void ApplyVariability(JobCosts& jc, const CostInputs& in) {
 }
 
 // Phase 8, ZeRO-3's per-unit collectives against the final compute (after ApplyVariability,
-// whose factor scales compute, not communication). With prefetch a pass takes max(compute,
-// units x one) plus one unit's collective that nothing hides (the first gather, the last
-// reduce-scatter); without, every collective is in series. What the pass adds to the
+// whose factor scales compute, not communication). With prefetch a pass of compute c beside
+// u units' collectives of t each takes c + PastCompute(u, t, c) = max(c + t, u t + c / u):
+// at least one unit's collective that nothing hides (the first gather, the last
+// reduce-scatter), and where the collectives are the longer, all of them and one unit's
+// compute; without prefetch, every collective is in series. What the pass adds to the
 // compute is exposed; the rest of the collectives' time is hidden under it.
 void ApplyZero3Passes(JobCosts& jc) {
   for (StageCost& sc : jc.stages) {
     StageCost::Zero3& z = sc.zero3;
     if (!z.applies) continue;
-    // With prefetch the compute runs beside the collectives for min(compute, units x one) and
-    // loses the collectives' share of HBM for that long (CommHbmShare): slowed, it may
-    // still end before them.
+    // With prefetch the compute runs beside the collectives for as long as they are hidden
+    // under it, all - PastCompute(units, one, compute) (none with one unit: its collective
+    // waits for the whole compute, or the compute for it), and loses the collectives' share
+    // of HBM for that long (CommHbmShare): slowed, it may still end before them.
     auto pass = [&z](double& ms, double one, double share, double& exposed, double& hidden,
                      double& slowdown) {
       const double all = z.units * one;
-      slowdown = z.prefetch ? share * std::min(ms, all) : 0.0;
+      slowdown = z.prefetch ? share * (all - PastCompute(z.units, one, ms)) : 0.0;
       const double compute = ms + slowdown;
-      const double total = z.prefetch ? std::max(compute, all) + one : ms + all;
+      const double total = z.prefetch ? compute + PastCompute(z.units, one, compute) : ms + all;
       exposed = total - compute;
       hidden = std::max(0.0, all - exposed);
       ms = total;

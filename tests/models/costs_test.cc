@@ -673,6 +673,33 @@ TEST(CostsTest, Zero2ReduceScattersEveryMicrobatch) {
   EXPECT_LT(rs, a.backward_weight_ms);
   EXPECT_NEAR(o.backward_weight_ms - a.backward_weight_ms, cast + rs / n, 1e-9);
   EXPECT_EQ(o.dp_reduce_ms, 0);
+  // One bucket (a bucket larger than the gradients) is the reduction without overlap: it
+  // waits for the bucket's last gradient, the end of W, whichever is the longer. On a
+  // 1/10-speed NVLink the reduction outlasts W; it used to be charged twice there
+  // (max(W, r) + r), so overlapping made the step slower.
+  for (const char* nvlink : {"", ", bandwidth_gb_s: 24"}) {
+    auto job = [&](const std::string& overlap) {
+      std::string j = DpJob(overlap, ", zero: 2");
+      const std::string at = "intra_node: {latency_us: 0";
+      return j.replace(j.find(at), at.size(), at + nvlink);
+    };
+    Expected<JobCosts> plain = Costs(job(""), 1);
+    Expected<JobCosts> one = Costs(job(", overlap: {grad_reduce: true}, grad_bucket_mb: 1e5"), 1);
+    ASSERT_TRUE(plain.ok() && one.ok()) << (one.ok() ? "" : one.error().message);
+    EXPECT_EQ(one->stages[0].zero3.units, 1);
+    EXPECT_NEAR(one->stages[0].backward_weight_ms, plain->stages[0].backward_weight_ms, 1e-9)
+        << "NVLink" << nvlink;
+  }
+  // The slow NVLink's reduction does outlast W.
+  Expected<JobCosts> slow = Costs(
+      [] {
+        std::string j = DpJob("", ", zero: 2");
+        const std::string at = "intra_node: {latency_us: 0";
+        return j.replace(j.find(at), at.size(), at + ", bandwidth_gb_s: 24");
+      }(),
+      1);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_GT(slow->stages[0].zero3.reduce_ms, a.backward_weight_ms);
 }
 
 // overlap.param_gather: ZeRO-1's parameter all-gather leaves the optimizer's critical path
@@ -1401,9 +1428,11 @@ TEST(CostsTest, Zero3GathersPerLayerWithPrefetch) {
 // achievable HBM bandwidth from the compute beside it, which runs that much longer for as long
 // as both run (models/README.md, "Compute beside hidden collectives"). Hand-worked on one
 // A100 node, no latency: a ring all-gather sends at the NVLink bandwidth B = 300 x 0.8 =
-// 240 GB/s, so share = 3 x 240 / (2039 x 0.85) = 0.41543. ZeRO-3 by layer: each pass is
-// max(c + share x min(c, L g), L g) + g. Megatron's overlapped reduction (compute-bound, one
-// bucket past the backward) costs share x its hidden part once a step, in the optimizer step.
+// 240 GB/s, so share = 3 x 240 / (2039 x 0.85) = 0.41543. ZeRO-3 by layer: the L collectives
+// of g run hidden under a pass's compute c for h = min(L g - g, c (L - 1) / L), so the pass is
+// max(c' + g, L g + c' / L) with c' = c + share x h. Megatron's overlapped reduction
+// (compute-bound, one bucket past the backward) costs share x its hidden part once a step, in the
+// optimizer step.
 TEST(CostsTest, CompetingCollectivesSlowTheComputeBesideThem) {
   Expected<JobCosts> z0 = Costs(DpJob(""), 1);
   Expected<JobCosts> bare = Costs(DpJob(", zero3_unit: layer", ", zero: 3"), 1);
@@ -1419,14 +1448,20 @@ TEST(CostsTest, CompetingCollectivesSlowTheComputeBesideThem) {
   EXPECT_NEAR(b.zero3.reduce_hbm_share, share, 1e-9);
   EXPECT_EQ(bare->stages[0].zero3.gather_hbm_share, 0);
   const double g = b.zero3.gather_ms, all = b.zero3.units * g;
-  const double slowed_f = a.forward_ms + share * std::min(a.forward_ms, all);
-  EXPECT_NEAR(b.zero3.forward_slowdown_ms, share * std::min(a.forward_ms, all), 1e-9);
-  EXPECT_NEAR(b.forward_ms, std::max(slowed_f, all) + g, 1e-9);
+  const double units = b.zero3.units;
+  auto beside = [units](double c, double one) {
+    return std::min(units * one - one, c * (units - 1) / units);
+  };
+  auto pass = [units](double c, double one) { return std::max(c + one, units * one + c / units); };
+  const double slowed_f = a.forward_ms + share * beside(a.forward_ms, g);
+  EXPECT_NEAR(b.zero3.forward_slowdown_ms, share * beside(a.forward_ms, g), 1e-9);
+  EXPECT_NEAR(b.forward_ms, pass(slowed_f, g), 1e-9);
   EXPECT_NEAR(b.zero3.forward_exposed_ms, b.forward_ms - slowed_f, 1e-9);
   EXPECT_GT(b.forward_ms, bare->stages[0].forward_ms);
   const double rs = b.zero3.reduce_ms, all_rs = b.zero3.units * rs;
   const double w = a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor;
-  EXPECT_NEAR(b.backward_weight_ms, std::max(w + share * std::min(w, all_rs), all_rs) + rs, 1e-9);
+  EXPECT_NEAR(b.backward_weight_ms, pass(w + share * beside(w, rs), rs), 1e-9);
+  EXPECT_GT(all_rs, rs);
   // Without prefetch nothing runs beside the compute: the collectives are in series.
   Expected<JobCosts> z3_0 =
       Costs(DpJob(", zero3_unit: layer, zero3_prefetch: 0", ", zero: 3", "3"), 1);
@@ -1533,20 +1568,24 @@ TEST(CostsTest, Zero3NicsRankDrivesOneNicPerRank) {
   EXPECT_NEAR(r.unshard.gather_ms, 1e3 * bytes / nic, 1e-9);    // FSDP's whole-stage gather
   // UNSHARD is torch's FSDP: under `auto` it drives the node's NICs whatever the unit.
   EXPECT_EQ(auto_module->stages[0].unshard.gather_ms, n.unshard.gather_ms);
-  // The passes: max(compute, L g) + g, exposed = what that adds, hidden = the rest of L g.
+  // The passes: max(compute + g, L g + compute / L), exposed = what that adds, hidden = the
+  // rest of L g. Here the gathers are the longer (one NIC for 16 ranks' shards), so the pass
+  // is every gather and the last unit's compute.
   const double all = 1e3 * bytes / nic;
-  EXPECT_NEAR(r.forward_ms, std::max(a.forward_ms, all) + all / layers, 1e-9);
+  ASSERT_GT(all, a.forward_ms);
+  EXPECT_NEAR(r.forward_ms, all + a.forward_ms / layers, 1e-9);
   EXPECT_NEAR(r.zero3.forward_exposed_ms, r.forward_ms - a.forward_ms, 1e-9);
   EXPECT_NEAR(r.zero3.forward_hidden_ms, std::max(0.0, all - r.zero3.forward_exposed_ms), 1e-9);
   // W's compute includes the gradient casts (ZeroGradCastsFollowFsdpsPostBackward).
   const double w = a.backward_weight_ms + r.grad_cast_ms * rank->straggler_factor;
-  EXPECT_NEAR(r.backward_weight_ms, std::max(w, 2 * all) + 2 * all / layers, 1e-9);
+  ASSERT_GT(2 * all, w);
+  EXPECT_NEAR(r.backward_weight_ms, 2 * all + w / layers, 1e-9);
   EXPECT_NEAR(r.zero3.backward_weight_exposed_ms, r.backward_weight_ms - w, 1e-9);
   EXPECT_GT(r.forward_ms, n.forward_ms);
 }
 
 // The straggler factor (cluster.variability) scales compute, not ZeRO-3's collectives: the
-// pass is max(k x compute, units x g) + g with the ZeRO-0 job's scaled compute.
+// pass is max(c + g, units x g + c / units) with c the ZeRO-0 job's scaled compute.
 TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
   auto job = [](const std::string& zero) {
     return "schedule: 1f1b\nparallel: {pp: 1, dp: 8" + zero +
@@ -1561,15 +1600,14 @@ TEST(CostsTest, Zero3PassesFollowTheStragglerFactor) {
   const StageCost& a = z0->stages[0];
   const StageCost& b = z3->stages[0];
   const double g = b.zero3.gather_ms, rs = b.zero3.reduce_ms, units = b.zero3.units;
-  EXPECT_NEAR(b.forward_ms, std::max(a.forward_ms, units * g) + g, 1e-9);
-  EXPECT_NEAR(b.backward_input_ms, std::max(a.backward_input_ms, units * g) + g, 1e-9);
+  auto pass = [units](double c, double one) { return std::max(c + one, units * one + c / units); };
+  EXPECT_NEAR(b.forward_ms, pass(a.forward_ms, g), 1e-9);
+  EXPECT_NEAR(b.backward_input_ms, pass(a.backward_input_ms, g), 1e-9);
   // ZeRO-3 in fp32 also casts its gradients inside W (ZeroGradCastsFollowFsdpsPostBackward),
   // compute that the straggler factor scales too.
   ASSERT_GT(b.grad_cast_ms, 0);
-  EXPECT_NEAR(
-      b.backward_weight_ms,
-      std::max(a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor, units * rs) + rs,
-      1e-9);
+  EXPECT_NEAR(b.backward_weight_ms,
+              pass(a.backward_weight_ms + b.grad_cast_ms * z3->straggler_factor, rs), 1e-9);
 }
 
 TEST(CostsTest, DeepSpeedBf16OptimizerAccumulatesEachMicrobatchInFp32) {

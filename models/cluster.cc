@@ -600,7 +600,12 @@ double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, d
 double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward) {
   if (flops <= 0) return 0;
   const double e = backward ? d.attn_bwd_efficiency : d.attn_fwd_efficiency;
-  const double achieved = e * mnk / (mnk + d.gemm_mnk_half);
+  // The GEMMs' saturating form with the same per-kernel overhead t0 at the attention's own
+  // rate: mnk_half = e_attn x peak x t0 / 2 (gemm_mnk_half is e_gemm x peak x t0 / 2), so the
+  // overhead does not grow with e_gemm / e_attn.
+  const double mnk_half =
+      d.gemm_efficiency > 0 ? d.gemm_mnk_half * e / d.gemm_efficiency : d.gemm_mnk_half;
+  const double achieved = e * mnk / (mnk + mnk_half);
   return 1e3 * flops / (d.PeakFlops(p) * achieved);
 }
 

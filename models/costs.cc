@@ -1177,8 +1177,20 @@ void ApplyZero3Passes(JobCosts& jc) {
          z.forward_slowdown_ms);
     pass(sc.backward_input_ms, z.gather_ms, z.gather_hbm_share, z.backward_input_exposed_ms,
          z.backward_input_hidden_ms, z.backward_input_slowdown_ms);
+    // A fused B hides its TP reductions under W's GEMMs (fused_backward_tp_hidden_ms): that
+    // shortens W's compute, which the W pass then takes; where the reduce-scatters are the
+    // longer, W's compute is hidden under them already and the fused B gains less (1/units of
+    // it). So the fused B's saving is the W pass with its full compute less the W pass with
+    // the shortened one, and a faster W never lengthens the step.
+    const double w = sc.backward_weight_ms;
+    const double fused_hidden = sc.fused_backward_tp_hidden_ms;
     pass(sc.backward_weight_ms, z.reduce_ms, z.reduce_hbm_share, z.backward_weight_exposed_ms,
          z.backward_weight_hidden_ms, z.backward_weight_slowdown_ms);
+    if (fused_hidden > 0) {
+      double w_fused = w - fused_hidden, exposed = 0, hidden = 0, slowdown = 0;
+      pass(w_fused, z.reduce_ms, z.reduce_hbm_share, exposed, hidden, slowdown);
+      sc.fused_backward_tp_hidden_ms = sc.backward_weight_ms - w_fused;
+    }
   }
 }
 

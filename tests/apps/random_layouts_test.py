@@ -7,9 +7,11 @@ offers (custom shapes with grouped-query attention, uneven splits with empty fir
 stages, ZeRO 0 to 3, every overlap flag, fp8, CP's four exchanges, stragglers, fabric, rank
 orders), so many are valid and some are not. A report must have a positive, finite step; an
 MFU in (0, 1); a breakdown whose parts are >= 0 and sum to the step; no negative memory and
-a peak between the parameters and the sum of the per-category peaks. No run may crash, exit
-otherwise or take a minute. (The sweep found a negative I on a stage holding only the
-embedding: "internal error: simulated time ran backwards".)
+a peak between the parameters and the sum of the per-category peaks; and, for every fourth
+GPU job, faster kernels (every efficiency at 1) must not predict a longer step. No run may
+crash, exit otherwise or take a minute. (The sweep found a negative I on a stage holding only
+the embedding, "internal error: simulated time ran backwards", and an attention that got
+slower as the GEMMs got faster.)
 
   random_layouts_test.py PIPETWIN [CASES] [SEED]
 """
@@ -194,11 +196,32 @@ def main():
                 refused += 1
                 continue
             answered += 1
-            if not is_plan:
-                with open(report) as f:
-                    errs = check_report(path, json.load(f))
-                if errs:
-                    failures += errs + ["  job: " + json.dumps(job)]
+            if is_plan:
+                continue
+            with open(report) as f:
+                rep = json.load(f)
+            errs = check_report(path, rep)
+            # Every fourth: faster kernels (GEMMs, attention, memory-bound work at their
+            # peak) never predict a longer step.
+            if not errs and i % 4 == 0 and job["cluster"]["device"] != "cpu":
+                fast = json.loads(json.dumps(job))
+                fast["cluster"]["compute"] = dict(
+                    fast["cluster"].get("compute", {}), gemm_efficiency=1.0,
+                    attention_forward_efficiency=1.0, attention_backward_efficiency=1.0,
+                    hbm_efficiency=1.0)
+                with open(path, "w") as f:
+                    json.dump(fast, f)
+                p, errs = run(cmd, path)
+                if not errs and p.returncode != 0:
+                    errs = ["%s: faster kernels refused: %s" % (path, p.stderr[:200])]
+                if not errs:
+                    with open(report) as f:
+                        step = json.load(f)["iteration_time_ms"]
+                    if step > rep["iteration_time_ms"] * (1 + 1e-9):
+                        errs = ["%s: faster kernels predict a longer step, %.6g ms against %.6g"
+                                % (path, step, rep["iteration_time_ms"])]
+            if errs:
+                failures += errs + ["  job: " + json.dumps(job)]
     print("%d jobs: %d answered, %d refused with exit 2" % (cases, answered, refused))
     # A sweep that refuses nearly everything tests nothing.
     if answered < cases // 2:

@@ -1061,6 +1061,87 @@ void ExpectGemmsFollow(DeviceSpec d, std::initializer_list<MeasuredGemm> measure
   }
 }
 
+// The attention core pays its own per-kernel overhead t0 = 5 us at its own rate (models/README.md,
+// "Attention core"): for two batched matmuls of mnk each, t = 4 mnk / (e_attn peak) + 2 t0,
+// whatever the GEMMs' efficiency; it used to take the GEMMs' mnk_half, so a faster GEMM made
+// the attention, and a small model's step, slower.
+TEST(CostsTest, FasterGemmsNeverSlowTheStep) {
+  Expected<DeviceSpec> h100 = FindDevice("h100-sxm-80gb");
+  ASSERT_TRUE(h100.ok());
+  const double mnk = 1024.0 * 1024 * 64;
+  for (bool backward : {false, true}) {
+    const double e = backward ? h100->attn_bwd_efficiency : h100->attn_fwd_efficiency;
+    const double expect_ms = 1e3 * (4 * mnk / (e * h100->peak_bf16_flops) + 2 * 5e-6);
+    EXPECT_NEAR(AttentionMs(*h100, Precision::kBf16, 4 * mnk, mnk, backward), expect_ms, 1e-9);
+    DeviceSpec fast = *h100;  // as cluster.compute.gemm_efficiency: 1 would set it
+    fast.gemm_mnk_half *= 1.0 / fast.gemm_efficiency;
+    fast.gemm_efficiency = 1.0;
+    EXPECT_NEAR(AttentionMs(fast, Precision::kBf16, 4 * mnk, mnk, backward), expect_ms, 1e-9);
+  }
+  // Every action of every stage gets no slower as gemm_efficiency rises, for a small model
+  // (hidden 64, 128 tokens: overheads dominate) and GPT-3 1.3B.
+  for (const std::string model :
+       {"{layers: 6, hidden: 64, heads: 4, vocab: 32000, seq_len: 128}", "gpt3-1.3b"}) {
+    std::vector<JobCosts> jobs;
+    for (const char* e : {"0.3", "0.5", "0.67", "0.9", "1.0"}) {
+      Expected<JobCosts> c = Costs(
+          "schedule: 1f1b\nparallel: {pp: 2, tp: 2, sp: true}\nmodel: " + model +
+              "\ntraining: {global_batch: 8, micro_batch: 2}\ncluster: {device: h100-sxm-80gb, "
+              "compute: {gemm_efficiency: " +
+              e + "}}\n",
+          2);
+      ASSERT_TRUE(c.ok()) << c.error().message;
+      jobs.push_back(*c);
+    }
+    for (std::size_t i = 1; i < jobs.size(); ++i) {
+      for (std::size_t s = 0; s < 2; ++s) {
+        SCOPED_TRACE(model + ", stage " + std::to_string(s) + ", step " + std::to_string(i));
+        const StageCost &slow = jobs[i - 1].stages[s], &fast = jobs[i].stages[s];
+        EXPECT_LT(fast.forward_ms, slow.forward_ms);
+        EXPECT_LT(fast.backward_input_ms, slow.backward_input_ms);
+        EXPECT_LT(fast.backward_weight_ms, slow.backward_weight_ms);
+      }
+    }
+  }
+}
+
+// A fused B hides its TP reductions under W's GEMMs; when ZeRO-3's reduce-scatters outlast W,
+// W's compute is hidden under them already, so the fused B gains only what the W pass loses
+// by the shorter compute: pass(W) - pass(W - h), here (units x r + W / units) less the same
+// with W - h, that is h / units. A faster GEMM then never lengthens the fused B, where
+// subtracting the whole h after the pass did (a random sweep: +0.1% for every efficiency at 1).
+TEST(CostsTest, FusedBackwardHidesUnderWOnlyWhereWSetsThePass) {
+  auto job = [](const std::string& compute) {
+    return "schedule: 1f1b\nparallel: {pp: 1, tp: 2, sp: true, dp: 8, zero: 3}\n"
+           "model: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 1}\n"
+           "cluster: {device: a100-sxm-80gb, gpus_per_node: 2, nics_per_node: 1, "
+           "variability: {distribution: none}, compute: {comm_hbm_touches: 0" +
+           compute + "}}\n";
+  };
+  Expected<JobCosts> slow = Costs(job(""), 1);
+  Expected<JobCosts> fast = Costs(job(", gemm_efficiency: 1.0"), 1);
+  Expected<JobCosts> z0 = Costs(
+      "schedule: 1f1b\nparallel: {pp: 1, tp: 2, sp: true, dp: 8}\n"
+      "model: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 1}\n"
+      "cluster: {device: a100-sxm-80gb, gpus_per_node: 2, nics_per_node: 1, "
+      "variability: {distribution: none}, compute: {comm_hbm_touches: 0}}\n",
+      1);
+  ASSERT_TRUE(slow.ok() && fast.ok() && z0.ok()) << (slow.ok() ? "" : slow.error().message);
+  const StageCost& a = z0->stages[0];
+  const StageCost& b = slow->stages[0];
+  const double units = b.zero3.units, r = b.zero3.reduce_ms, h = a.fused_backward_tp_hidden_ms;
+  ASSERT_GT(h, 0);
+  // The reduce-scatters outlast W with and without the hidden part.
+  const double w = b.backward_weight_ms - b.zero3.backward_weight_exposed_ms;  // W's compute
+  ASSERT_GT(units * r, w + r);
+  EXPECT_NEAR(b.backward_weight_ms, units * r + w / units, 1e-9);
+  EXPECT_NEAR(b.fused_backward_tp_hidden_ms, h / units, 1e-9);
+  const auto fused_b = [](const StageCost& c) {
+    return c.backward_input_ms + c.backward_weight_ms - c.fused_backward_tp_hidden_ms;
+  };
+  EXPECT_LE(fused_b(fast->stages[0]), fused_b(b));
+}
+
 TEST(CostsTest, NarrowGemmsFollowTheH100Measurements) {
   Expected<DeviceSpec> h100 = FindDevice("h100-sxm-80gb");
   ASSERT_TRUE(h100.ok());

@@ -1111,21 +1111,16 @@ TEST(CostsTest, FasterGemmsNeverSlowTheStep) {
 // with W - h, that is h / units. A faster GEMM then never lengthens the fused B, where
 // subtracting the whole h after the pass did (a random sweep: +0.1% for every efficiency at 1).
 TEST(CostsTest, FusedBackwardHidesUnderWOnlyWhereWSetsThePass) {
-  auto job = [](const std::string& compute) {
-    return "schedule: 1f1b\nparallel: {pp: 1, tp: 2, sp: true, dp: 8, zero: 3}\n"
-           "model: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 1}\n"
+  auto job = [](const std::string& zero, const std::string& compute) {
+    return "schedule: 1f1b\nparallel: {pp: 1, tp: 2, sp: true, dp: 8" + zero +
+           "}\nmodel: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 1}\n"
            "cluster: {device: a100-sxm-80gb, gpus_per_node: 2, nics_per_node: 1, "
            "variability: {distribution: none}, compute: {comm_hbm_touches: 0" +
            compute + "}}\n";
   };
-  Expected<JobCosts> slow = Costs(job(""), 1);
-  Expected<JobCosts> fast = Costs(job(", gemm_efficiency: 1.0"), 1);
-  Expected<JobCosts> z0 = Costs(
-      "schedule: 1f1b\nparallel: {pp: 1, tp: 2, sp: true, dp: 8}\n"
-      "model: {preset: gpt3-1.3b}\ntraining: {global_batch: 16, micro_batch: 1}\n"
-      "cluster: {device: a100-sxm-80gb, gpus_per_node: 2, nics_per_node: 1, "
-      "variability: {distribution: none}, compute: {comm_hbm_touches: 0}}\n",
-      1);
+  Expected<JobCosts> slow = Costs(job(", zero: 3", ""), 1);
+  Expected<JobCosts> fast = Costs(job(", zero: 3", ", gemm_efficiency: 1.0"), 1);
+  Expected<JobCosts> z0 = Costs(job("", ""), 1);
   ASSERT_TRUE(slow.ok() && fast.ok() && z0.ok()) << (slow.ok() ? "" : slow.error().message);
   const StageCost& a = z0->stages[0];
   const StageCost& b = slow->stages[0];
@@ -1323,16 +1318,18 @@ TEST(CostsTest, SlowFractionExpectationMatchesItsClosedFormAndMonteCarlo) {
   }
 }
 
+// A two-stage job on A100s with the given cluster.variability.
+Expected<JobCosts> A100Varying(const std::string& base, const std::string& variability) {
+  return Costs(base + "cluster: {device: a100-sxm-80gb, variability: " + variability + "}\n", 2);
+}
+
 // The factor scales each stage's compute; with optimizer_sync it is over the whole world.
 TEST(CostsTest, VariabilityScalesComputeByTheSlowestRank) {
   const std::string base =
       "schedule: 1f1b\nparallel: {pp: 2, dp: 4}\nmodel: {preset: gpt3-1.3b}\n"
       "training: {global_batch: 64, micro_batch: 1}\n";
-  Expected<JobCosts> a =
-      Costs(base + "cluster: {device: a100-sxm-80gb, variability: {distribution: none}}\n", 2);
-  Expected<JobCosts> b = Costs(
-      base + "cluster: {device: a100-sxm-80gb, variability: {distribution: normal, cv: 0.02}}\n",
-      2);
+  Expected<JobCosts> a = A100Varying(base, "{distribution: none}");
+  Expected<JobCosts> b = A100Varying(base, "{distribution: normal, cv: 0.02}");
   // Left out, the GPUs' default: 1 in 5,000 ranks 1.1x slow, so over 8 ranks
   // 1 + 0.1 (1 - 0.9998^8) = 1 + 0.1 (0.0016 - 28 x 0.0002^2 + ...) = 1.000159888 (hand-worked);
   // the cpu device has none.
@@ -1367,11 +1364,8 @@ TEST(CostsTest, VariabilityLeavesTheEmbeddingsGatherOutOfItsScaling) {
       "schedule: 1f1b\nparallel: {pp: 2, tp: 2, sp: true, dp: 2}\n"
       "model: {preset: gpt3-1.3b, layers: 4, layers_per_stage: [0, 4]}\n"
       "training: {global_batch: 16, micro_batch: 1}\n";
-  Expected<JobCosts> a =
-      Costs(base + "cluster: {device: a100-sxm-80gb, variability: {distribution: none}}\n", 2);
-  Expected<JobCosts> b = Costs(
-      base + "cluster: {device: a100-sxm-80gb, variability: {distribution: normal, cv: 0.05}}\n",
-      2);
+  Expected<JobCosts> a = A100Varying(base, "{distribution: none}");
+  Expected<JobCosts> b = A100Varying(base, "{distribution: normal, cv: 0.05}");
   ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message);
   const double k = b->straggler_factor;
   ASSERT_GT(k, 1.01);

@@ -18,11 +18,13 @@ constexpr double kTera = 1e12;
 constexpr double kGiga = 1e9;
 // The narrow-GEMM factors k / (k + k_half) and n / (n + n_half), least squares (on the log of
 // the ratio) over the 44 bf16 GEMMs measured on one H100 SXM (results/models/h100-kernels.json,
-// bench/gpu_kernels.py), with the saturating overhead term: the log-RMS falls from 0.21 to 0.10.
+// bench/gpu_kernels.py), with the saturating overhead term: the log-RMS falls from 0.21 to 0.11.
+// They slow a GEMM's work, not its overhead t0 (when they scaled t0 as well, n_half 250 fitted
+// to 0.10, but a GEMM with k = 16 paid 35 t0: a 1024 x 64 x 16 GEMM took 0.87 ms).
 // Not measured on A100, which keeps the saturating term alone: H100's factors, with k_half
 // scaled by A100's lower ratio of peak FLOPs to HBM bandwidth, moved its held-out Table 1 rows
 // from 3.7% to 6.4% (models/README.md).
-constexpr double kGemmKHalfH100 = 550, kGemmNHalfH100 = 250;
+constexpr double kGemmKHalfH100 = 550, kGemmNHalfH100 = 275;
 
 // mnk at which a GEMM reaches half of e_gemm, from a fixed per-kernel overhead t0 (launch,
 // tail wave): t = 2mnk/(e*peak) + t0  <=>  e(mnk) = e * mnk / (mnk + e*peak*t0/2).
@@ -155,8 +157,8 @@ const std::vector<DeviceSpec>& Devices() {
     //  - Large bf16 GEMMs (n, k >= 4,096): a median 0.699 of peak over the two runs (0.709,
     //    0.690) against H100's 0.712: e_gemm 0.67 x 0.699 / 0.712 = 0.66. The narrow-GEMM
     //    factors, refitted as H100's were (scripts/gemm_waves.py, on each shape's geometric mean
-    //    of the two runs; level 0.77 on both GPUs), are k 450 and n 175 (log-RMS error 0.080;
-    //    H100's 550 and 250 give 0.095 there): the faster HBM feeds short-k GEMMs better.
+    //    of the two runs; level 0.77 on both GPUs), are k 450 and n 200 (log-RMS error 0.087;
+    //    H100's 550 and 275 give 0.099 there): the faster HBM feeds short-k GEMMs better.
     //  - Causal flash attention at s = 2,048 to 8,192, measured as H100's (the mean over the
     //    runs): forward 0.60 of the executed FLOPs over five runs (h200-kernels.json, -2, -3,
     //    h200-attention.json, -2: 0.608, 0.596, 0.602, 0.593, 0.600), backward 0.38 over the
@@ -171,7 +173,7 @@ const std::vector<DeviceSpec>& Devices() {
     h200.gemm_efficiency = 0.66;
     h200.gemm_mnk_half = MnkHalf(h200.peak_bf16_flops, h200.gemm_efficiency, 5 * kUs);
     h200.gemm_k_half = 450;
-    h200.gemm_n_half = 175;
+    h200.gemm_n_half = 200;
     h200.attn_fwd_efficiency = 0.60;
     h200.attn_bwd_efficiency = 0.38;
     h200.fp8_gemm_factor = 0.89;
@@ -560,8 +562,10 @@ namespace {
 double Efficiency(const DeviceSpec& d, double m, double n, double k, double mnk_half) {
   const double mnk = m * n * k;
   if (mnk <= 0) return d.gemm_efficiency;
+  // t = (2 mnk / narrow + 2 mnk_half) / (e peak): the narrow factors slow the GEMM's work,
+  // not its fixed overhead t0 = 2 mnk_half / (e peak).
   const double narrow = (k / (k + d.gemm_k_half)) * (n / (n + d.gemm_n_half));
-  return d.gemm_efficiency * narrow * mnk / (mnk + mnk_half);
+  return d.gemm_efficiency * narrow * mnk / (mnk + narrow * mnk_half);
 }
 
 }  // namespace
@@ -573,12 +577,11 @@ double GemmEfficiency(const DeviceSpec& d, double m, double n, double k) {
 double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k) {
   const double flops = 2 * m * n * k;
   if (flops <= 0) return 0;
-  // The per-GEMM overhead t0 is a time: at the FP8 rate it stands for proportionally more
-  // FLOPs, so the half-efficiency size scales with the achieved rate (peak x efficiency).
-  const bool fp8 = p == Precision::kFp8;
-  const double factor = fp8 ? d.fp8_gemm_factor : 1.0;
-  const double mnk_half =
-      fp8 ? d.gemm_mnk_half * factor * d.peak_fp8_flops / d.peak_bf16_flops : d.gemm_mnk_half;
+  // The per-GEMM overhead t0 is a time: gemm_mnk_half is its size at the bf16 rate, so at
+  // FP8's rate it stands for proportionally more FLOPs and at fp32's for fewer (the
+  // half-efficiency size scales with the achieved rate, peak x efficiency).
+  const double factor = p == Precision::kFp8 ? d.fp8_gemm_factor : 1.0;
+  const double mnk_half = d.gemm_mnk_half * factor * d.PeakFlops(p) / d.peak_bf16_flops;
   const double compute_ms =
       1e3 * flops / (d.PeakFlops(p) * factor * Efficiency(d, m, n, k, mnk_half));
   return std::max(compute_ms, GemmMemoryFloorMs(d, p, m, n, k));
@@ -603,8 +606,10 @@ double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, b
   // The GEMMs' saturating form with the same per-kernel overhead t0 at the attention's own
   // rate: mnk_half = e_attn x peak x t0 / 2 (gemm_mnk_half is e_gemm x peak x t0 / 2), so the
   // overhead does not grow with e_gemm / e_attn.
+  // (At fp32's rate, as the GEMMs, proportionally fewer FLOPs.)
   const double mnk_half =
-      d.gemm_efficiency > 0 ? d.gemm_mnk_half * e / d.gemm_efficiency : d.gemm_mnk_half;
+      (d.gemm_efficiency > 0 ? d.gemm_mnk_half * e / d.gemm_efficiency : d.gemm_mnk_half) *
+      d.PeakFlops(p) / d.peak_bf16_flops;
   const double achieved = e * mnk / (mnk + mnk_half);
   return 1e3 * flops / (d.PeakFlops(p) * achieved);
 }

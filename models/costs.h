@@ -105,7 +105,7 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   std::int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, comm_buffer_bytes = 0;
   std::int64_t activation_bytes_per_microbatch = 0;  // held from F until I (or B) is done
   std::int64_t activation_bytes_pending_w = 0;       // held from I until W is done
-  std::int64_t activation_transient_bytes = 0;       // working set of full recompute in I
+  std::int64_t activation_transient_bytes = 0;       // recompute's working set in I
   std::int64_t tp_bytes_per_iteration = 0;           // TP bytes once a step (SP gradient sync)
   std::int64_t zero1_padded_bytes =
       0;  // CPU executor, ZeRO-1: its padded gradient/parameter buffers

@@ -117,10 +117,15 @@ ActivationInventory DecoderLayerActivations(const ModelConfig& m, const Training
       break;
     case Recompute::kSelective:
       inv.inflight = tokens * (per_token + (t.flash_attention ? scores_per_token : 0));
+      // The unfused core is rebuilt one layer at a time during I: its scores live for that
+      // layer's backward (flash attention rebuilds them in its kernel, in on-chip tiles).
+      inv.transient = t.flash_attention ? 0 : tokens * scores_per_token;
       break;
     case Recompute::kFull:
       inv.inflight = tokens * e * d.h / d.r;  // the layer input only
-      inv.transient = full;                   // one layer rebuilt at a time during I
+      // One layer rebuilt at a time during I: all of it but the input it is rebuilt from,
+      // which the stored checkpoint already holds.
+      inv.transient = full - inv.inflight;
       break;
   }
   // W: inputs of the QKV, attention-output, fc1 and fc2 GEMMs and their output gradients

@@ -62,7 +62,7 @@ struct LayerFlops {
 struct ActivationInventory {
   double inflight = 0;   // from F until I (or B) is done, under the recompute setting
   double pending_w = 0;  // from I until W is done
-  double transient = 0;  // extra working set while recomputing (full recompute), else 0
+  double transient = 0;  // extra working set while recomputing in I (full; selective unfused)
 };
 
 double TokensPerRank(const ModelConfig& m, int micro_batch, const Sharding& sh);  // b s / cp

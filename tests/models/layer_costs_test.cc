@@ -49,13 +49,19 @@ TEST_F(ActivationTest, SelectiveRecompute) {
   // Without parallelism the same as no recompute minus the scores.
   const auto one = DecoderLayerActivations(m, Training(Recompute::kSelective, 2), Sharding{});
   EXPECT_DOUBLE_EQ(one.inflight, 34 * sbh);
+  // The unfused core's scores are rebuilt one layer at a time during I: the 5as/h of
+  // Korthikanti's count live for that layer's backward (a random sweep found selective
+  // recompute's peak under full recompute's, which counts them). Flash attention keeps none.
+  EXPECT_DOUBLE_EQ(inv.transient, 5 * a * s * sbh / (h * t));
+  EXPECT_DOUBLE_EQ(one.transient, 5 * a * s * sbh / h);
 }
 
 TEST_F(ActivationTest, FullRecompute) {
   const auto inv = DecoderLayerActivations(m, Training(Recompute::kFull, 2), Sharding{});
   EXPECT_DOUBLE_EQ(inv.inflight, 2 * sbh);
-  // The layer is rebuilt during I: its full inventory is a transient working set.
-  EXPECT_DOUBLE_EQ(inv.transient, sbh * (34 + 5 * a * s / h));
+  // The layer is rebuilt during I: its full inventory but the stored input (2sbh) is a
+  // transient working set.
+  EXPECT_DOUBLE_EQ(inv.transient, sbh * (34 - 2 + 5 * a * s / h));
   // Under sp the stored input is sequence-sharded.
   const auto sp = DecoderLayerActivations(m, Training(Recompute::kFull, 2), Sharding{8, true, 1});
   EXPECT_DOUBLE_EQ(sp.inflight, 2 * sbh / 8);

@@ -8,10 +8,11 @@ stages, ZeRO 0 to 3, every overlap flag, fp8, CP's four exchanges, stragglers, f
 orders), so many are valid and some are not. A report must have a positive, finite step; an
 MFU in (0, 1); a breakdown whose parts are >= 0 and sum to the step; no negative memory and
 a peak between the parameters and the sum of the per-category peaks; and, for every fourth
-GPU job, faster kernels (every efficiency at 1) must not predict a longer step. No run may
+GPU job, faster kernels (every efficiency at 1) must not predict a longer step, and for
+another fourth more recompute (none -> selective -> full) must not raise a rank's peak. No run may
 crash, exit otherwise or take a minute. (The sweep found a negative I on a stage holding only
 the embedding, "internal error: simulated time ran backwards", and an attention that got
-slower as the GEMMs got faster.)
+slower as the GEMMs got faster; full recompute peaking above selective.)
 
   random_layouts_test.py PIPETWIN [CASES] [SEED]
 """
@@ -220,6 +221,26 @@ def main():
                     if step > rep["iteration_time_ms"] * (1 + 1e-9):
                         errs = ["%s: faster kernels predict a longer step, %.6g ms against %.6g"
                                 % (path, step, rep["iteration_time_ms"])]
+            # Every fourth, another: more recompute (none -> selective -> full) never raises a
+            # rank's peak memory.
+            more = {"none": "selective", "selective": "full"}.get(job["training"]["recompute"])
+            if not errs and i % 4 == 2 and more and job["cluster"]["device"] != "cpu":
+                again = json.loads(json.dumps(job))
+                again["training"]["recompute"] = more
+                with open(path, "w") as f:
+                    json.dump(again, f)
+                p, errs = run(cmd, path)
+                if not errs and p.returncode != 0:
+                    errs = ["%s: recompute %s refused: %s" % (path, more, p.stderr[:200])]
+                if not errs:
+                    with open(report) as f:
+                        ranks = json.load(f)["ranks"]
+                    for a, b in zip(rep["ranks"], ranks):
+                        if b["peak_memory_bytes"] > a["peak_memory_bytes"]:
+                            errs = ["%s: recompute %s raises rank %d's peak, %d bytes against %d"
+                                    % (path, more, a["rank"], b["peak_memory_bytes"],
+                                       a["peak_memory_bytes"])]
+                            break
             if errs:
                 failures += errs + ["  job: " + json.dumps(job)]
     print("%d jobs: %d answered, %d refused with exit 2" % (cases, answered, refused))

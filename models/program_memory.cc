@@ -141,8 +141,21 @@ RankMemory CpuExecutorRankMemory(const Schedule& s, int pp_rank, const JobCosts&
   };
   const std::size_t window = static_cast<std::size_t>(std::max(1, recv_window));
   post_until(window);
+  // As exec/engine.cc: a RECV posts itself if the window had not reached it; the window moves
+  // on when a compute consumes a received input (a stage on another rank), not at the RECV.
+  std::size_t seen = 0;
+  auto remote = [&](int stage) {
+    return stage >= 0 && stage < s.num_stages &&
+           s.stage_to_rank[static_cast<std::size_t>(stage)] != pp_rank;
+  };
   for (const Action& a : prog) {
     const StageCost& c = jc.stages[static_cast<std::size_t>(a.stage)];
+    const bool forward = a.kind == ActionKind::kForward;
+    if ((forward || a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) &&
+        remote(forward ? a.stage - 1 : a.stage + 1)) {
+      ++done;
+      post_until(done + window);
+    }
     switch (a.kind) {
       case ActionKind::kForward:
         if (a.stage != last) comm += boundary(a.stage);  // its output
@@ -167,9 +180,7 @@ RankMemory CpuExecutorRankMemory(const Schedule& s, int pp_rank, const JobCosts&
         break;
       case ActionKind::kRecvF:
       case ActionKind::kRecvB:
-        post_until(done + 1);
-        ++done;
-        post_until(done + window);
+        post_until(++seen);
         break;
       case ActionKind::kReduceGrad:  // ZeRO-1: the padded buffer the reduce-scatter fills
         comm += c.zero1_padded_bytes;

@@ -35,7 +35,8 @@ RankMemory RankMemoryOverProgram(const std::vector<Action>& program, const JobCo
 // The CPU executor's memory on one pipeline rank (`cluster.device: cpu`), replayed over its
 // program exactly as exec/ allocates it: chunk state from models/cpu_inventory.h; a buffer
 // per activation or gradient between chunks, from the action that produces it (or the
-// posting of its receive: the engine posts the next `recv_window` receives in program order)
+// posting of its receive: the engine keeps `recv_window` receives posted beyond those its
+// computes have consumed, in program order, and a RECV posts itself if that has not)
 // until the action that consumes it or the send that takes it over. at_peak holds each
 // category's own peak (as the executor's accountant measures them) and peak the peak of
 // their sum.

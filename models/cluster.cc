@@ -25,6 +25,11 @@ constexpr double kGiga = 1e9;
 // scaled by A100's lower ratio of peak FLOPs to HBM bandwidth, moved its held-out Table 1 rows
 // from 3.7% to 6.4% (models/README.md).
 constexpr double kGemmKHalfH100 = 550, kGemmNHalfH100 = 275;
+// The measured shapes' smallest k and n. Below them the factors are held at their value there,
+// not extrapolated: a shorter k or a narrower n leaves the GEMM to its memory floor and t0
+// (k / (k + 550) at k = 64 would write a large output at 1.1 TB/s, a third of the HBM rate,
+// with n large, and made small models' steps slower on an H100 than on an A100).
+constexpr double kGemmNarrowMinK = 1024, kGemmNarrowMinN = 512;
 
 // mnk at which a GEMM reaches half of e_gemm, from a fixed per-kernel overhead t0 (launch,
 // tail wave): t = 2mnk/(e*peak) + t0  <=>  e(mnk) = e * mnk / (mnk + e*peak*t0/2).
@@ -564,7 +569,9 @@ double Efficiency(const DeviceSpec& d, double m, double n, double k, double mnk_
   if (mnk <= 0) return d.gemm_efficiency;
   // t = (2 mnk / narrow + 2 mnk_half) / (e peak): the narrow factors slow the GEMM's work,
   // not its fixed overhead t0 = 2 mnk_half / (e peak).
-  const double narrow = (k / (k + d.gemm_k_half)) * (n / (n + d.gemm_n_half));
+  // Held at the measured range's edge below it (kGemmNarrowMinK, kGemmNarrowMinN).
+  const double kk = std::max(k, kGemmNarrowMinK), nn = std::max(n, kGemmNarrowMinN);
+  const double narrow = (kk / (kk + d.gemm_k_half)) * (nn / (nn + d.gemm_n_half));
   return d.gemm_efficiency * narrow * mnk / (mnk + narrow * mnk_half);
 }
 

@@ -3,7 +3,8 @@
 
 For each job in examples/published/ this writes Calculon's three inputs (application,
 execution, system) from the job, runs Calculon's `llm` command (a checkout of
-github.com/calculon-ai/calculon, run with the system's python3, which needs numpy and pandas)
+github.com/calculon-ai/calculon, run with the python that runs this script, which needs numpy,
+pandas and pyyaml: a venv will do)
 and puts its iteration time beside pipetwin's. Calculon's prediction of the published metric
 is pipetwin's prediction scaled by pipetwin's time over Calculon's (every metric of the suite
 is a fixed amount of work over the step time), so both are judged on the same FLOP count.
@@ -109,7 +110,7 @@ def run_calculon(calculon, app, exe, system, tmp):
             json.dump(obj, f)
     stats = os.path.join(tmp, "stats.json")
     env = dict(os.environ, PYTHONPATH=calculon)
-    p = subprocess.run(["/usr/bin/python3", os.path.join(calculon, "bin", "calculon"), "llm",
+    p = subprocess.run([sys.executable, os.path.join(calculon, "bin", "calculon"), "llm",
                         paths["app"], paths["exe"], os.path.join(calculon, "systems", system),
                         stats], env=env, capture_output=True, text=True)
     if p.returncode != 0 or not os.path.exists(stats):
@@ -154,10 +155,12 @@ def main(argv):
             rows.append({"rel": rel, "device": r["device"], "split": r["meta"]["split"],
                          "ours_s": ours_s, "calc_s": calc_s, "ours": err(ours),
                          "calc": err(theirs)})
+    rev = subprocess.run(["git", "-C", calculon, "log", "-1", "--format=%h, %cs"],
+                         capture_output=True, text=True).stdout.strip() or "commit unknown"
     out = ["# pipetwin against Calculon on the accuracy suite\n",
            "Made by: `scripts/calculon_comparison.py build/default/apps/pipetwin CALCULON_DIR "
-           "> results/calculon-comparison.md` (Calculon: github.com/calculon-ai/calculon, its "
-           "own A100 and H100 system files; the mapping of each job is in the script's "
+           "> results/calculon-comparison.md` (Calculon: github.com/calculon-ai/calculon at " + rev +
+           ", its own A100 and H100 system files; the mapping of each job is in the script's "
            "docstring). Error = the published metric as each tool predicts it, against the "
            "published value (+: optimistic), as in `results/published.md`.\n",
            "| run | split | pipetwin s/step | Calculon s/step | pipetwin error | Calculon error |",

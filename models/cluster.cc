@@ -607,7 +607,8 @@ double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, d
   return MemoryBoundMs(d, in_bytes * (m * k + k * n) + out_bytes * m * n);
 }
 
-double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward) {
+double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward,
+                   double work_factor) {
   if (flops <= 0) return 0;
   const double e = backward ? d.attn_bwd_efficiency : d.attn_fwd_efficiency;
   // The GEMMs' saturating form with the same per-kernel overhead t0 at the attention's own
@@ -617,8 +618,9 @@ double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, b
   const double mnk_half =
       (d.gemm_efficiency > 0 ? d.gemm_mnk_half * e / d.gemm_efficiency : d.gemm_mnk_half) *
       d.PeakFlops(p) / d.peak_bf16_flops;
-  const double achieved = e * mnk / (mnk + mnk_half);
-  return 1e3 * flops / (d.PeakFlops(p) * achieved);
+  // t = flops / (e peak) x (mnk + mnk_half) / mnk: the work, then the overhead.
+  const double work_ms = 1e3 * flops / (d.PeakFlops(p) * e);
+  return work_ms * work_factor + work_ms * mnk_half / mnk;
 }
 
 double MemoryBoundMs(const DeviceSpec& d, double bytes) {

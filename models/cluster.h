@@ -203,8 +203,10 @@ double GemmMs(const DeviceSpec& d, Precision p, double m, double n, double k);
 // written once at the HBM rate (GemmMs never returns less).
 double GemmMemoryFloorMs(const DeviceSpec& d, Precision p, double m, double n, double k);
 // Attention core (QK^T, softmax, AV) given its FLOPs and the total size m*n*k of one of its
-// batched matmuls (summed over heads and sequences), forward or backward.
-double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward);
+// batched matmuls (summed over heads and sequences), forward or backward. work_factor slows
+// the kernels' work, not their per-kernel overhead t0 (dropout's random numbers: one per score).
+double AttentionMs(const DeviceSpec& d, Precision p, double flops, double mnk, bool backward,
+                   double work_factor = 1.0);
 // A memory-bound pass over `bytes` of HBM traffic (read + write).
 double MemoryBoundMs(const DeviceSpec& d, double bytes);
 // The share of the achievable HBM bandwidth a collective takes that sends `bytes_sent` bytes

@@ -234,12 +234,13 @@ LayerTimes DecoderLayer(const Context& c) {
       fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
                                : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
   // Fused attention with dropout draws a random number per score (DeviceSpec's measured
-  // factors); unfused attention pays for its dropout in DecoderLayerElementwiseBytes.
+  // factors, of kernels whose overhead t0 was negligible: they slow the work alone); unfused
+  // attention pays for its dropout in DecoderLayerElementwiseBytes.
   const bool fused_dropout = c.t.flash_attention && c.m.dropout;
-  const double attn_f = AttentionMs(c.d, pa, executed, mnk, false) *
-                        (fused_dropout ? c.d.attn_dropout_fwd_factor : 1.0);
-  const double attn_b = AttentionMs(c.d, pa, 2 * executed, mnk, true) *
-                        (fused_dropout ? c.d.attn_dropout_bwd_factor : 1.0);
+  const double attn_f =
+      AttentionMs(c.d, pa, executed, mnk, false, fused_dropout ? c.d.attn_dropout_fwd_factor : 1.0);
+  const double attn_b = AttentionMs(c.d, pa, 2 * executed, mnk, true,
+                                    fused_dropout ? c.d.attn_dropout_bwd_factor : 1.0);
   const double ew_f = MemoryBoundMs(c.d, DecoderLayerElementwiseBytes(c.m, c.t, c.sh)) +
                       DropoutAddExtraMs(c.d, DecoderLayerDropoutAddBytes(c.m, c.t, c.sh));
   // fp8: each GEMM's input is quantized first, read in bf16, written in fp8 and again

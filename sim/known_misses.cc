@@ -62,7 +62,7 @@ constexpr int kOneMicrobatchMlperfRuns = 3;
 constexpr double kOneMicrobatchMlperfHidden[] = {16.6, 34.7};
 constexpr double kOneMicrobatchMlperfError[] = {13.9, 44.8};
 constexpr int kOneMicrobatchMcoreRuns = 3;
-constexpr double kOneMicrobatchMcoreError[] = {1.2, 3.4};
+constexpr double kOneMicrobatchMcoreError[] = {1.2, 3.5};
 // MosaicML's FSDP runs without activation checkpointing over 16, 32 and 64 nodes (their 2024
 // H100 table: MPT-1B, 3B and 7B at 128, 256 and 512 GPUs) read optimistic by a share that grows
 // with the nodes their data-parallel group spans: the worst of each.

@@ -558,7 +558,11 @@ Link PipelineLink(JobCosts& jc, const RankLayout& layout, const Topology& topo) 
     jc.pp_boundary_inter[static_cast<std::size_t>(b)] =
         layout.PairSpansNodes(Dim::kPp, b, (b + 1) % pp, gpn) ? 1 : 0;
   }
-  const GroupShape world{jc.world_size, jc.cluster.nodes, std::min(gpn, jc.world_size)};
+  // The ranks fill the first nodes in order; a cluster with more nodes than the job needs
+  // leaves the rest idle, and they take no part in the synchronisation.
+  const int world_nodes = (jc.world_size + gpn - 1) / gpn;
+  const int last_node_ranks = jc.world_size - (world_nodes - 1) * gpn;
+  const GroupShape world{jc.world_size, world_nodes, last_node_ranks, world_nodes};
   jc.sync_ms = CollectiveMs(Collective::kAllReduceTree, 8, world, topo);
   return pp_link;
 }

@@ -251,6 +251,17 @@ def main():
                                 % (path, more, a["rank"], b["peak_memory_bytes"],
                                    a["peak_memory_bytes"])]
                         break
+            # Every fourth, another: nodes the job leaves idle change nothing.
+            if not errs and i % 4 == 1:
+                par = job["parallel"]
+                world = par["pp"] * par["tp"] * par["cp"] * par["dp"]
+                gpn = job["cluster"]["gpus_per_node"]
+                idle = json.loads(json.dumps(job))
+                idle["cluster"]["nodes"] = 2 * -(-world // gpn)
+                got, errs = rerun(idle, "twice the nodes")
+                if got and got["iteration_time_ms"] != rep["iteration_time_ms"]:
+                    errs = ["%s: idle nodes change the step, %.9g ms against %.9g"
+                            % (path, got["iteration_time_ms"], rep["iteration_time_ms"])]
             if errs:
                 failures += errs + ["  job: " + json.dumps(job)]
     print("%d jobs: %d answered, %d refused with exit 2" % (cases, answered, refused))

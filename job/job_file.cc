@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -417,6 +418,11 @@ Status SearchList(const YamlFields& f, const YAML::Node& search, const char* key
   if (n.IsMap() || n.IsNull() || (n.IsSequence() && n.size() == 0)) {
     return f.At(n, name, "must be a non-empty list of candidate values");
   }
+  if (n.IsSequence() && n.size() > kMaxSearchValues) {
+    return f.At(n, name,
+                "lists " + std::to_string(n.size()) + " values; at most " +
+                    std::to_string(kMaxSearchValues) + " are allowed");
+  }
   std::vector<T> values;
   auto add = [&](const YAML::Node& v) -> Status {
     Expected<T> x = read(v, name);
@@ -547,10 +553,61 @@ Status ParseSearch(const YamlFields& f, const YAML::Node& n, const JobConfig& jo
     }
     return models::ParseOverlap(v, f, key);
   };
-  return SearchList<models::Overlap>(f, n, "overlap", read_overlap, &sp->overlap);
+  if (Status s = SearchList<models::Overlap>(f, n, "overlap", read_overlap, &sp->overlap); !s) {
+    return s;
+  }
+  if (const double layouts = sp->Layouts(); layouts > kMaxPlanLayouts) {
+    std::ostringstream msg;
+    msg << "the lists make ";
+    if (layouts < 1e15) {
+      msg << static_cast<long long>(layouts);
+    } else {
+      msg << std::setprecision(3) << layouts;
+    }
+    msg << " layouts; plan evaluates at most " << static_cast<long long>(kMaxPlanLayouts)
+        << ": shorten the longest (lengths:";
+    const std::pair<const char*, std::size_t> lengths[] = {{"schedule", sp->schedule.size()},
+                                                           {"tp", sp->tp.size()},
+                                                           {"pp", sp->pp.size()},
+                                                           {"cp", sp->cp.size()},
+                                                           {"vpp", sp->vpp.size()},
+                                                           {"dp", sp->dp ? sp->dp->size() : 1},
+                                                           {"sp", sp->sp.size()},
+                                                           {"zero", sp->zero.size()},
+                                                           {"micro_batch", sp->micro_batch.size()},
+                                                           {"recompute", sp->recompute.size()},
+                                                           {"overlap", sp->overlap.size()},
+                                                           {"rank_order", sp->rank_order.size()},
+                                                           {"cp_comm", sp->cp_comm.size()}};
+    const bool interleaved = std::find(sp->schedule.begin(), sp->schedule.end(),
+                                       "interleaved-1f1b") != sp->schedule.end();
+    const bool cp_over_1 = std::any_of(sp->cp.begin(), sp->cp.end(), [](int c) { return c > 1; });
+    for (const auto& [key, size] : lengths) {
+      const std::string_view k = key;
+      if ((k == "vpp" && !interleaved) || (k == "cp_comm" && !cp_over_1)) continue;
+      if (size > 1) msg << " " << key << " " << size;
+    }
+    msg << ")";
+    return f.At(n, "search", msg.str());
+  }
+  return OkStatus();
 }
 
 }  // namespace
+
+double SearchSpace::Layouts() const {
+  double per_schedule = 0;  // vpp's candidates count for the interleaved schedule only
+  for (const std::string& s : schedule) {
+    per_schedule += s == "interleaved-1f1b" ? static_cast<double>(vpp.size()) : 1.0;
+  }
+  double per_cp = 0;  // cp_comm's candidates count where cp > 1
+  for (int c : cp) per_cp += c == 1 ? 1.0 : static_cast<double>(cp_comm.size());
+  return per_schedule * per_cp * static_cast<double>(tp.size()) * static_cast<double>(pp.size()) *
+         static_cast<double>(dp ? dp->size() : 1) * static_cast<double>(this->sp.size()) *
+         static_cast<double>(zero.size()) * static_cast<double>(micro_batch.size()) *
+         static_cast<double>(recompute.size()) * static_cast<double>(overlap.size()) *
+         static_cast<double>(rank_order.size());
+}
 
 Expected<PlanFile> ParsePlanFile(const std::string& yaml_text, const std::string& path) {
   YamlFields f{path};

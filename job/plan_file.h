@@ -12,6 +12,7 @@
 //   for (int tp : p->search.tp) { ... }
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,7 +38,19 @@ struct SearchSpace {
   std::vector<models::DimOrder> rank_order;
   // parallel.cp_comm's candidates (searched where cp > 1; a2a+p2p with the job's cp_a2a).
   std::vector<ParallelConfig::CpComm> cp_comm;
+
+  // The layouts plan enumerates: the product of the lists, with vpp's for the interleaved
+  // schedule only and cp_comm's where cp > 1 (as a double: a hostile file's product
+  // overflows any integer).
+  double Layouts() const;
 };
+
+// A search of more layouts is refused (exit 2): plan keeps a row for every layout it
+// evaluates, about 280 bytes each, and a million take about 1 s to 15 s.
+inline constexpr double kMaxPlanLayouts = 1e6;
+// Values one search list may give: more only slows the parse (each is checked against the
+// others to drop repeats).
+inline constexpr std::size_t kMaxSearchValues = 4096;
 
 struct PlanFile {
   JobConfig job;  // the base job (its `parallel:` is the default for omitted keys)

@@ -451,6 +451,7 @@ std::vector<PlanRow> Enumerate(const PlanFile& plan) {
   const SearchSpace& sp = plan.search;
   const std::vector<int> dps = sp.dp.value_or(std::vector<int>{0});
   std::vector<PlanRow> rows;
+  rows.reserve(static_cast<std::size_t>(sp.Layouts()));  // at most kMaxPlanLayouts (parsed)
   for (const std::string& sched : sp.schedule) {
     // vpp is searched for the interleaved schedule only; the V schedules always hold 2.
     std::vector<int> vpps = {sched == "zbv" || sched == "dualpipev" ? 2 : 1};

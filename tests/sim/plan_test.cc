@@ -569,5 +569,70 @@ cluster: {nodes: 1}
   EXPECT_EQ(ok->search.pp, (std::vector<int>{1, 2}));
 }
 
+// A search's size is known before anything runs: SearchSpace::Layouts counts what RunPlan
+// enumerates, and a search of more than a million layouts, or a list of more than 4,096
+// values, is refused naming `search` (a hostile file's 3e11 layouts ran out of memory for a
+// minute before).
+TEST(PlanTest, SearchSizeIsCountedAndBounded) {
+  const std::string head = R"(schedule: 1f1b
+model: {preset: tiny}
+training: {global_batch: 8}
+cluster: {nodes: 1}
+)";
+  const PlanOptions all{.top = 1, .threads = 1, .prune = false};
+  for (const char* search :
+       {"search: {tp: [1, 2]}",
+        "search: {schedule: [1f1b, interleaved-1f1b, zbv], vpp: [2, 4, 8], pp: [1, 2]}",
+        "search: {cp: [1, 2, 4], cp_comm: [p2p, a2a], dp: [1, 2], sp: [false, true]}",
+        "search: {schedule: [gpipe, interleaved-1f1b], vpp: [2, 3], cp: [1, 2], "
+        "cp_comm: [p2p, all_gather, a2a], recompute: [none, full], overlap: [false, true], "
+        "rank_order: [tp-cp-dp-pp, pp-dp-cp-tp], zero: [0, 1, 2], micro_batch: [1, 2]}"}) {
+    PlanFile plan = Parse(head + search + "\n");
+    auto res = RunPlan(plan, all);
+    ASSERT_TRUE(res) << search << ": " << res.error().message;
+    EXPECT_EQ(static_cast<double>(res->rows.size()), plan.search.Layouts()) << search;
+  }
+  // 1f1b, interleaved at its three vpps and zbv: 5 schedules, times 2 pp.
+  EXPECT_EQ(Parse(head + "search: {schedule: [1f1b, interleaved-1f1b, zbv], vpp: [2, 4, 8], "
+                         "pp: [1, 2]}\n")
+                .search.Layouts(),
+            10);
+  auto list = [](int from, int to) {
+    std::string s = "[";
+    for (int v = from; v <= to; ++v) s += std::to_string(v) + (v < to ? ", " : "]");
+    return s;
+  };
+  // 64 x 64 x 16 x 16 = 1,048,576 layouts: refused; 64 x 64 x 16 x 15 = 983,040: accepted.
+  auto big = ParsePlanFile(head + "search: {tp: " + list(1, 64) + ", pp: " + list(1, 64) +
+                               ", micro_batch: " + list(1, 16) + ", vpp: " + list(1, 16) +
+                               ", schedule: [interleaved-1f1b]}\n",
+                           "plan.yaml");
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().exit_status(), 2);
+  EXPECT_NE(big.error().message.find("plan.yaml:5"), std::string::npos) << big.error().message;
+  EXPECT_NE(big.error().message.find("search: the lists make 1048576 layouts; plan evaluates at "
+                                     "most 1000000"),
+            std::string::npos)
+      << big.error().message;
+  EXPECT_NE(big.error().message.find("tp 64 pp 64 vpp 16 micro_batch 16)"), std::string::npos)
+      << big.error().message;
+  auto fits = ParsePlanFile(head + "search: {tp: " + list(1, 64) + ", pp: " + list(1, 64) +
+                                ", micro_batch: " + list(1, 16) + ", vpp: " + list(1, 15) +
+                                ", schedule: [interleaved-1f1b]}\n",
+                            "plan.yaml");
+  ASSERT_TRUE(fits) << fits.error().message;
+  EXPECT_EQ(fits->search.Layouts(), 983040);
+  // A list longer than 4,096 values names its key (1 repeated: the length counts, not the
+  // distinct values).
+  std::string ones = "[1";
+  for (int i = 0; i < 4096; ++i) ones += ", 1";
+  auto longlist = ParsePlanFile(head + "search: {micro_batch: " + ones + "]}\n", "plan.yaml");
+  ASSERT_FALSE(longlist);
+  EXPECT_NE(longlist.error().message.find(
+                "search.micro_batch: lists 4097 values; at most 4096 are allowed"),
+            std::string::npos)
+      << longlist.error().message;
+}
+
 }  // namespace
 }  // namespace pipetwin

@@ -166,6 +166,31 @@ Status CheckModelStepTime(const JobConfig& c, const models::JobCosts& jc, int mi
   return OkStatus();
 }
 
+// With variability, execution.stragglers is played step by step with a draw per world rank
+// (sim/simulate.cc): its work is bounded before anything runs.
+Status CheckStragglerPlays(const JobConfig& config, const Schedule& schedule) {
+  if (!config.stragglers.random()) return OkStatus();
+  const long long steps = config.execution.steps;
+  const long long world = config.parallel.WorldSize();
+  const long long actions = static_cast<long long>(schedule.NumActions());
+  const auto refuse = [&](const std::string& what, long long per_step, long long limit) {
+    return config.source.At(
+        "execution.steps",
+        std::to_string(steps) + " steps x " + std::to_string(per_step) + " " + what + " = " +
+            std::to_string(steps * per_step) + "; with variability in execution.stragglers, " +
+            "simulate plays every measured step with its own draws, at most " +
+            std::to_string(limit) +
+            ". Use fewer steps, or cluster.variability for the expected step over many ranks");
+  };
+  if (steps * world > models::kMaxStragglerDraws) {
+    return refuse("world ranks", world, models::kMaxStragglerDraws);
+  }
+  if (steps * actions > models::kMaxStragglerPlayActions) {
+    return refuse("schedule actions", actions, models::kMaxStragglerPlayActions);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 double ResolvedJob::SamplesPerStep() const {
@@ -241,6 +266,7 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
     if (!sched) return sched.error();
     job.schedule = std::move(*sched);
   }
+  if (Status s = CheckStragglerPlays(config, job.schedule); !s) return s.error();
 
   // With `model:` the cost model sizes the job (memory, bytes sent) even where `costs:` gives
   // the times (a job for the sleep backend: its real buffers, the costs' times).

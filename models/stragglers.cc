@@ -80,7 +80,11 @@ double StragglerFactor(const Stragglers& s, int rank, std::int64_t step) {
   for (const Stragglers::Fixed& fx : s.fixed) {
     if (fx.rank == rank) x *= fx.slowdown;
   }
-  if (!s.random()) return x;
+  return x * VariabilityFactor(s, rank, step);
+}
+
+double VariabilityFactor(const Stragglers& s, int rank, std::int64_t step) {
+  if (!s.random()) return 1.0;
   const Variability& v = s.variability;
   const double z = NormalFromKey(
       Mix(s.seed ^ Mix(static_cast<std::uint64_t>(rank) ^ Mix(static_cast<std::uint64_t>(step)))));
@@ -104,7 +108,7 @@ double StragglerFactor(const Stragglers& s, int rank, std::int64_t step) {
     case Variability::Distribution::kNone:
       break;
   }
-  return x * std::max(r, 0.05);
+  return std::max(r, 0.05);
 }
 
 }  // namespace pipetwin::models

@@ -53,5 +53,14 @@ Status ParseStragglers(const YAML::Node& node, const YamlFields& f, int world_si
 // (seed, rank) alone, as a slow GPU stays slow, times 1 + cv z per step.
 // Never below 0.05 (a normal draw 4 sigma low is clamped there).
 double StragglerFactor(const Stragglers& s, int rank, std::int64_t step);
+// Its variability's draw alone (1 without variability): StragglerFactor is the rank's fixed
+// slowdown times this.
+double VariabilityFactor(const Stragglers& s, int rank, std::int64_t step);
+
+// With variability, simulate plays every measured step with its own draws, one per world rank
+// (sim/simulate.h): at most this many draws (steps x world ranks) and schedule actions (steps x
+// actions) a job, so that a prediction never runs for minutes; each is about 1 to 10 s.
+inline constexpr std::int64_t kMaxStragglerDraws = 1LL << 26;
+inline constexpr std::int64_t kMaxStragglerPlayActions = 1LL << 27;
 
 }  // namespace pipetwin::models

@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "models/placement.h"
 #include "schedule/stats.h"
@@ -42,11 +43,26 @@ StepRecord StepRecordOf(const SimStats& stats) {
 }
 
 std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step) {
+  const models::Stragglers& st = job.config.stragglers;
   const models::RankLayout layout(job.parallel(), job.config.cluster.rank_order);
-  std::vector<double> f(static_cast<std::size_t>(job.schedule.num_ranks), 0.0);
+  const auto stage = [&](int w) { return static_cast<std::size_t>(layout.Coord(w).pp); };
+  // Fixed slowdowns alone: every other rank's factor is 1, so only the listed ones can raise
+  // their stage's (O(listed), not O(world x listed)).
+  std::vector<double> f(static_cast<std::size_t>(job.schedule.num_ranks), 1.0);
+  if (!st.random()) {
+    for (const models::Stragglers::Fixed& fx : st.fixed) {
+      f[stage(fx.rank)] = std::max(f[stage(fx.rank)], fx.slowdown);
+    }
+    return f;
+  }
+  std::unordered_map<int, double> slowdown;  // world rank -> its fixed slowdown (listed once)
+  for (const models::Stragglers::Fixed& fx : st.fixed) slowdown.emplace(fx.rank, fx.slowdown);
+  std::fill(f.begin(), f.end(), 0.0);
   for (int w = 0; w < layout.world_size(); ++w) {
-    double& x = f[static_cast<std::size_t>(layout.Coord(w).pp)];
-    x = std::max(x, models::StragglerFactor(job.config.stragglers, w, step));
+    const auto it = slowdown.find(w);
+    const double x =
+        (it == slowdown.end() ? 1.0 : it->second) * models::VariabilityFactor(st, w, step);
+    f[stage(w)] = std::max(f[stage(w)], x);
   }
   return f;
 }

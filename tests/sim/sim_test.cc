@@ -229,6 +229,76 @@ TEST(Stragglers, RandomPartPlaysTheMeasuredSteps) {
   EXPECT_NE(plays.front(), plays.back());
 }
 
+// A stage's factor is the largest of its ranks' (StragglerFactor, rank by rank: the
+// reference), with fixed slowdowns looked up once rather than per rank and draw.
+TEST(Stragglers, StageFactorIsTheSlowestOfItsRanks) {
+  for (const char* variability :
+       {"", ", variability: {distribution: normal, cv: 0.2}",
+        ", variability: {distribution: slow_fraction, fraction: 0.3, slowdown: 2}"}) {
+    auto job =
+        ParseJob(std::string("schedule: 1f1b\nmicrobatches: 8\nparallel: {pp: 4, dp: 3, tp: 2}\n"
+                             "costs: {forward_ms: 1}\ncluster: {rank_order: pp-dp-cp-tp}\n"
+                             "execution: {stragglers: {fixed: [{rank: 5, slowdown: 1.7}, "
+                             "{rank: 22, slowdown: 3}], seed: 9") +
+                     variability + "}}\n",
+                 "test.yaml");
+    ASSERT_TRUE(job.ok()) << job.error().message;
+    const models::RankLayout layout(job->parallel(), job->config.cluster.rank_order);
+    for (int step : {0, 4}) {
+      std::vector<double> want(4, 0.0);
+      for (int w = 0; w < 24; ++w) {
+        double& x = want[static_cast<std::size_t>(layout.Coord(w).pp)];
+        x = std::max(x, models::StragglerFactor(job->config.stragglers, w, step));
+      }
+      EXPECT_EQ(StragglerFactors(*job, step), want) << variability;
+    }
+  }
+}
+
+// With variability every measured step is played with a draw per world rank: steps x ranks
+// and steps x schedule actions are bounded before anything runs, naming execution.steps.
+TEST(Stragglers, PlaysAreBounded) {
+  auto job = [](int steps, const std::string& parallel, int microbatches) {
+    return ParseJob("schedule: 1f1b\nmicrobatches: " + std::to_string(microbatches) +
+                        "\nparallel: " + parallel +
+                        "\ncosts: {forward_ms: 1}\nexecution: {steps: " + std::to_string(steps) +
+                        ", stragglers: {variability: {distribution: normal, cv: 0.1}}}\n",
+                    "test.yaml");
+  };
+  // 2^20 ranks: 64 steps are 2^26 draws, the most allowed.
+  const std::string wide = "{pp: 1, dp: 65536, tp: 16}";
+  EXPECT_TRUE(job(64, wide, 1).ok());
+  auto refused = job(65, wide, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().exit_status(), 2);
+  EXPECT_NE(refused.error().message.find("test.yaml:5:"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("execution.steps: 65 steps x 1048576 world ranks = "
+                                         "68157440;"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("at most 67108864"), std::string::npos);
+  // Actions: the most steps the schedule's actions allow, and one more.
+  auto fixed_only =
+      ParseJob("schedule: 1f1b\nmicrobatches: 128\nparallel: {pp: 4}\ncosts: {forward_ms: 1}\n",
+               "test.yaml");
+  ASSERT_TRUE(fixed_only.ok()) << fixed_only.error().message;
+  const auto actions = static_cast<std::int64_t>(fixed_only->schedule.NumActions());
+  const int most = static_cast<int>(models::kMaxStragglerPlayActions / actions);
+  ASSERT_LE(most, 100000);  // execution.steps' own limit
+  EXPECT_TRUE(job(most, "{pp: 4}", 128).ok());
+  auto too_many = job(most + 1, "{pp: 4}", 128);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find(" schedule actions = "), std::string::npos)
+      << too_many.error().message;
+  // Without variability one play stands for every step: any number of steps.
+  EXPECT_TRUE(ParseJob("schedule: 1f1b\nmicrobatches: 64\nparallel: {pp: 4}\n"
+                       "costs: {forward_ms: 1}\nexecution: {steps: 100000, "
+                       "stragglers: [{rank: 1, slowdown: 2}]}\n",
+                       "test.yaml")
+                  .ok());
+}
+
 TEST(Inflight, PeaksPerRank) {
   for (const Shape& s : kShapes) {
     const SimResult g = Sim("gpipe", s.pp, s.m, 1, {});

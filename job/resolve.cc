@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "job/job.h"
+#include "models/dp_sync.h"
+#include "models/param_server.h"
 #include "schedule/build.h"
 #include "schedule/limits.h"
 
@@ -166,27 +168,66 @@ Status CheckModelStepTime(const JobConfig& c, const models::JobCosts& jc, int mi
   return OkStatus();
 }
 
-// With variability, execution.stragglers is played step by step with a draw per world rank
-// (sim/simulate.cc): its work is bounded before anything runs.
-Status CheckStragglerPlays(const JobConfig& config, const Schedule& schedule) {
-  if (!config.stragglers.random()) return OkStatus();
-  const long long steps = config.execution.steps;
+// What simulate plays step by step is bounded before anything runs: with variability in
+// execution.stragglers, every measured step with a draw per world rank (sim/simulate.cc); with
+// parameter servers, every worker's every step, warm-up included (sim/dp_sync.cc).
+Status CheckPlays(const JobConfig& config, const Schedule& schedule) {
+  const models::Stragglers& st = config.stragglers;
+  const bool ps = models::UsesParameterServers(config.cluster, config.parallel);
+  if (!st.random() && !ps) return OkStatus();
   const long long world = config.parallel.WorldSize();
+  const long long dp = config.parallel.dp;
   const long long actions = static_cast<long long>(schedule.NumActions());
-  const auto refuse = [&](const std::string& what, long long per_step, long long limit) {
+  const auto refuse = [&](const std::string& key, long long steps, const std::string& what,
+                          long long per_step, long long limit, const std::string& why) {
     return config.source.At(
-        "execution.steps",
+        key,
         std::to_string(steps) + " steps x " + std::to_string(per_step) + " " + what + " = " +
-            std::to_string(steps * per_step) + "; with variability in execution.stragglers, " +
-            "simulate plays every measured step with its own draws, at most " +
-            std::to_string(limit) +
-            ". Use fewer steps, or cluster.variability for the expected step over many ranks");
+            std::to_string(steps * per_step) + "; " + why + ", at most " + std::to_string(limit) +
+            ". Use fewer steps" +
+            (st.random() ? ", or cluster.variability for the expected step over many ranks" : ""));
   };
-  if (steps * world > models::kMaxStragglerDraws) {
-    return refuse("world ranks", world, models::kMaxStragglerDraws);
+  if (st.random()) {
+    const long long steps = config.execution.steps;
+    const std::string why =
+        "with variability in execution.stragglers, simulate plays every measured step with "
+        "its own draws";
+    if (steps * world > models::kMaxStragglerDraws) {
+      return refuse("execution.steps", steps, "world ranks", world, models::kMaxStragglerDraws,
+                    why);
+    }
+    if (steps * actions > models::kMaxStragglerPlayActions) {
+      return refuse("execution.steps", steps, "schedule actions", actions,
+                    models::kMaxStragglerPlayActions, why);
+    }
   }
-  if (steps * actions > models::kMaxStragglerPlayActions) {
-    return refuse("schedule actions", actions, models::kMaxStragglerPlayActions);
+  if (ps) {
+    // Warm-up included; each worker's every step is a play where the draws differ, one per
+    // distinct set of slow ranks otherwise.
+    const long long steps =
+        static_cast<long long>(config.execution.warmup) + config.execution.steps;
+    const std::string why =
+        "with parameter servers, simulate plays every worker's every step, warm-up included";
+    if (steps * dp > models::kMaxDpSyncWorkerSteps) {
+      return refuse("execution.steps", steps, "workers (dp)", dp, models::kMaxDpSyncWorkerSteps,
+                    why);
+    }
+    if (st.random() && steps * world > models::kMaxStragglerDraws) {
+      return refuse("execution.steps", steps, "world ranks", world, models::kMaxStragglerDraws,
+                    why);
+    }
+    const long long plays =
+        st.random() ? steps * dp : std::min(dp, static_cast<long long>(st.fixed.size()) + 1);
+    if (plays > models::kMaxDpSyncPlays || plays * actions > models::kMaxStragglerPlayActions) {
+      return config.source.At(
+          "execution.steps",
+          std::to_string(plays) + " plays x " + std::to_string(actions) +
+              " schedule actions = " + std::to_string(plays * actions) + "; " + why +
+              " (one play per worker and step with variability in execution.stragglers, one "
+              "per distinct set of slow ranks otherwise), at most " +
+              std::to_string(models::kMaxDpSyncPlays) + " plays and " +
+              std::to_string(models::kMaxStragglerPlayActions) + " actions");
+    }
   }
   return OkStatus();
 }
@@ -266,7 +307,7 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
     if (!sched) return sched.error();
     job.schedule = std::move(*sched);
   }
-  if (Status s = CheckStragglerPlays(config, job.schedule); !s) return s.error();
+  if (Status s = CheckPlays(config, job.schedule); !s) return s.error();
 
   // With `model:` the cost model sizes the job (memory, bytes sent) even where `costs:` gives
   // the times (a job for the sleep backend: its real buffers, the costs' times).

@@ -30,6 +30,14 @@ struct DpSyncTimes {
   std::vector<std::vector<int>> staleness;
 };
 
+// PlayDpSync keeps about 28 bytes per worker and step: a job's workers x (warm-up + measured
+// steps) may be at most this (about 120 MB), checked when the job is resolved.
+inline constexpr long long kMaxDpSyncWorkerSteps = 1LL << 22;
+// simulate plays each worker's step on its own where the draws of execution.stragglers'
+// variability differ (a few microseconds each besides the schedule's actions): at most this
+// many plays (about 5 s).
+inline constexpr long long kMaxDpSyncPlays = 1LL << 20;
+
 // Plays the protocol over step_ms[w][k], worker w's step k on its own (its compute, its push
 // and pull; every worker has the same number of steps).
 DpSyncTimes PlayDpSync(const std::vector<std::vector<double>>& step_ms, DpSync mode, int staleness);

@@ -42,29 +42,51 @@ StepRecord StepRecordOf(const SimStats& stats) {
   return rec;
 }
 
-std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step) {
+namespace {
+
+// The factors of every (group, pipeline rank), a group being the coordinate `group_of` gives
+// a world rank (0 for all: StragglerFactors; its dp: ReplicaStragglerFactors). Fixed slowdowns
+// are looked up once per rank (O(listed), and O(world) only with variability).
+std::vector<std::vector<double>> GroupedStragglerFactors(const ResolvedJob& job, std::int64_t step,
+                                                         bool by_replica) {
   const models::Stragglers& st = job.config.stragglers;
   const models::RankLayout layout(job.parallel(), job.config.cluster.rank_order);
-  const auto stage = [&](int w) { return static_cast<std::size_t>(layout.Coord(w).pp); };
-  // Fixed slowdowns alone: every other rank's factor is 1, so only the listed ones can raise
-  // their stage's (O(listed), not O(world x listed)).
-  std::vector<double> f(static_cast<std::size_t>(job.schedule.num_ranks), 1.0);
+  const auto pp = static_cast<std::size_t>(job.schedule.num_ranks);
+  std::vector<std::vector<double>> f(by_replica ? static_cast<std::size_t>(job.parallel().dp) : 1,
+                                     std::vector<double>(pp, st.random() ? 0.0 : 1.0));
+  const auto at = [&](int w) -> double& {
+    const models::RankCoord c = layout.Coord(w);
+    return f[by_replica ? static_cast<std::size_t>(c.dp) : 0][static_cast<std::size_t>(c.pp)];
+  };
   if (!st.random()) {
+    // Every rank not listed runs at 1: only the listed ones can raise their stage's factor.
     for (const models::Stragglers::Fixed& fx : st.fixed) {
-      f[stage(fx.rank)] = std::max(f[stage(fx.rank)], fx.slowdown);
+      double& x = at(fx.rank);
+      x = std::max(x, fx.slowdown);
     }
     return f;
   }
   std::unordered_map<int, double> slowdown;  // world rank -> its fixed slowdown (listed once)
   for (const models::Stragglers::Fixed& fx : st.fixed) slowdown.emplace(fx.rank, fx.slowdown);
-  std::fill(f.begin(), f.end(), 0.0);
   for (int w = 0; w < layout.world_size(); ++w) {
     const auto it = slowdown.find(w);
     const double x =
         (it == slowdown.end() ? 1.0 : it->second) * models::VariabilityFactor(st, w, step);
-    f[stage(w)] = std::max(f[stage(w)], x);
+    double& y = at(w);
+    y = std::max(y, x);
   }
   return f;
+}
+
+}  // namespace
+
+std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step) {
+  return GroupedStragglerFactors(job, step, /*by_replica=*/false).front();
+}
+
+std::vector<std::vector<double>> ReplicaStragglerFactors(const ResolvedJob& job,
+                                                         std::int64_t step) {
+  return GroupedStragglerFactors(job, step, /*by_replica=*/true);
 }
 
 SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const SimulateOptions& opts) {

@@ -44,6 +44,9 @@ inline Expected<SimResult> Simulate(const ResolvedJob& job, bool record_timeline
 // ranks (its DP, TP and CP replicas; exact when the slow ranks are in one replica, an upper
 // bound otherwise, as the simulator plays one pipeline for all replicas).
 std::vector<double> StragglerFactors(const ResolvedJob& job, std::int64_t step);
+// The same per data-parallel replica: [dp][pipeline rank], the largest factor of its TP and CP
+// ranks (parameter servers play each worker on its own: sim/dp_sync.h).
+std::vector<std::vector<double>> ReplicaStragglerFactors(const ResolvedJob& job, std::int64_t step);
 // Plays a given cost table (a calibration profile's, scaled, ...); with execution.stragglers,
 // scaled by their factors (with a random part: once per measured step, the median play kept,
 // as run reports the median measured step).

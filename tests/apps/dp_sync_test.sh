@@ -26,6 +26,13 @@ expect 2 "training.dp_sync: dp_sync: async needs optimizer_sync: false" -- simul
   "$(job osync.yaml "${head}${ps}training: {dp_sync: async}\n")"
 expect 2 "training.dp_sync: dp_sync: async needs data parallelism: parallel.dp >= 2" -- simulate \
   "$(job dp1.yaml "schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 2, dp: 1}\ncosts: {forward_ms: 1}\noptimizer_sync: false\n${ps}training: {dp_sync: async}\n")"
+# What simulate plays is bounded before anything runs: workers x (warm-up + steps) at most
+# 2^22 (4096 x 1025 is 4,198,400), and with variability at most 2^20 plays (4096 x 257).
+big='schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 1, dp: 4096}\ncosts: {forward_ms: 1}\noptimizer_sync: false\n'"${ps}"'training: {dp_sync: async}\n'
+expect 2 "execution.steps: 1025 steps x 4096 workers \(dp\) = 4198400; with parameter servers.*at most 4194304" -- simulate \
+  "$(job wsteps.yaml "${big}execution: {warmup: 24, steps: 1001}\n")"
+expect 2 "execution.steps: 1052672 plays x [0-9]+ schedule actions.*at most 1048576 plays" -- simulate \
+  "$(job plays.yaml "${big}execution: {warmup: 24, steps: 233, stragglers: {variability: {distribution: normal, cv: 0.1}}}\n")"
 good=$(job good.yaml "${head}optimizer_sync: false\nmodel: {preset: tiny, layers: 2, seq_len: 16}\ncluster: {device: cpu, dp_reduction: parameter-server, parameter_servers: 2}\ntraining: {dp_sync: stale, staleness: 1, precision: fp32}\n")
 expect 0 "iteration" -- simulate "$good" --report "$dir/r.json"
 if ! python3 - "$dir/r.json" <<'PY'

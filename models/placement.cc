@@ -139,7 +139,8 @@ namespace {
 
 // Shape of a group given its members' node ids, sorted in place.
 GroupShape ShapeOfNodes(std::vector<int>& nodes) {
-  std::sort(nodes.begin(), nodes.end());
+  // WorstShape lists its members in rank order already; the others may not.
+  if (!std::is_sorted(nodes.begin(), nodes.end())) std::sort(nodes.begin(), nodes.end());
   GroupShape g;
   g.size = static_cast<int>(nodes.size());
   g.nodes = 0;
@@ -217,7 +218,12 @@ GroupShape RankLayout::WorstShape(std::initializer_list<Dim> dims, int gpus_per_
   // The members' rank offsets from the group's first rank: sum of c_d * stride_d over its
   // dimensions (c_d < size_d).
   std::vector<long long> offsets{0}, next;
-  for (std::size_t d = 0; d < 4; ++d) {
+  // The outermost dimension first: each dimension's stride is the product of the sizes inside
+  // it, so the offsets come out in increasing order, and so do their nodes (no sort needed).
+  std::array<std::size_t, 4> outer_first = {0, 1, 2, 3};
+  std::sort(outer_first.begin(), outer_first.end(),
+            [&](std::size_t a, std::size_t b) { return stride_[a] > stride_[b]; });
+  for (std::size_t d : outer_first) {
     if (!in[d]) continue;
     count[d] = 1;
     next.clear();

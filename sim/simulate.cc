@@ -44,9 +44,9 @@ StepRecord StepRecordOf(const SimStats& stats) {
 
 namespace {
 
-// The factors of every (group, pipeline rank), a group being the coordinate `group_of` gives
-// a world rank (0 for all: StragglerFactors; its dp: ReplicaStragglerFactors). Fixed slowdowns
-// are looked up once per rank (O(listed), and O(world) only with variability).
+// The factors of every (group, pipeline rank): one group of all replicas (StragglerFactors),
+// or one per data-parallel replica (by_replica: ReplicaStragglerFactors). Fixed slowdowns are
+// looked up once per rank: O(listed), and O(world) only with variability.
 std::vector<std::vector<double>> GroupedStragglerFactors(const ResolvedJob& job, std::int64_t step,
                                                          bool by_replica) {
   const models::Stragglers& st = job.config.stragglers;

@@ -13,8 +13,11 @@ namespace pipetwin {
 int CmdCompare(int argc, char** argv) {
   po::options_description o("options");
   o.add_options()("out", Text(), "the folder for the tables (required)")(
-      "predicted-trace", Text(), "the predicted trace, copied for the plots")(
-      "measured-trace", Text(), "the measured trace, copied for the plots")(
+      "predicted-trace", Text(),
+      "the predicted trace (simulate --trace; plain or .gz), checked and copied for the "
+      "timeline plot")("measured-trace", Text(),
+                       "the measured trace (run --trace; plain or .gz), checked and copied for the "
+                       "timeline plot")(
       "tolerance", Text(), "allowed relative error in [0, 1] (default 0.05)")("title", Text(),
                                                                               "the table's title")(
       "profile", Text(),
@@ -71,7 +74,12 @@ int CmdCompare(int argc, char** argv) {
   if (!r.profile.empty()) {
     std::printf("where time goes (from %s): %s/errors.md\n", r.profile.c_str(), r.dir.c_str());
   }
-  if (!a->Has("no-plots")) workflow::RunPlots(r.dir, {});
+  if (!a->Has("no-plots")) {
+    if (r.predicted_trace.empty() != r.measured_trace.empty()) {
+      std::printf("no timeline: timeline.png needs both --predicted-trace and --measured-trace\n");
+    }
+    workflow::RunPlots(r.dir, {});
+  }
   return 0;
 }
 

@@ -13,7 +13,12 @@ the simulated layouts is a step line. Needs python3-matplotlib; Agg backend.
 import csv
 import sys
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError:  # exit 3: pipetwin says what to install
+    print("%s: needs python3-matplotlib (scripts/deps.sh installs it)" % sys.argv[0],
+          file=sys.stderr)
+    sys.exit(3)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -11,6 +11,7 @@
 #include "schedule/csv.h"
 #include "schedule/file_io.h"
 #include "schedule/report.h"
+#include "schedule/trace_read.h"
 #include "sim/profile.h"
 
 namespace pipetwin::workflow {
@@ -78,20 +79,31 @@ Expected<Comparison> CompareInto(const CompareRequest& r) {
   // The plot script reads the folder: the reports (and traces) under fixed names. Every input
   // is read before anything is written, so that a missing trace replaces no table.
   std::vector<std::pair<std::string, std::string>> copies;  // {target, contents}
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {r.predicted, "predicted.json"},
-           {r.measured, "measured.json"},
-           {r.predicted_trace, "predicted.trace.json"},
-           {r.measured_trace, "measured.trace.json"}}) {
-    if (from.empty()) continue;
-    const std::string target = r.dir + "/" + to;
+  // Traces are checked (plot.py would skip what it cannot draw, and say nothing) and land
+  // uncompressed, whichever way they came.
+  struct Input {
+    std::string from, to, option;
+  };
+  for (const Input& in : std::vector<Input>{
+           {r.predicted, "predicted.json", ""},
+           {r.measured, "measured.json", ""},
+           {r.predicted_trace, "predicted.trace.json", "the predicted trace (--predicted-trace)"},
+           {r.measured_trace, "measured.trace.json", "the measured trace (--measured-trace)"}}) {
+    if (in.from.empty()) continue;
+    const std::string target = r.dir + "/" + in.to;
     std::error_code ec;
-    if (std::filesystem::exists(target, ec) && std::filesystem::equivalent(from, target, ec)) {
-      continue;  // already in place
+    const bool in_place =
+        std::filesystem::exists(target, ec) && std::filesystem::equivalent(in.from, target, ec);
+    if (in.option.empty()) {
+      if (in_place) continue;
+      auto text = ReadText(in.from);
+      if (!text) return text.error();
+      copies.emplace_back(target, std::move(*text));
+      continue;
     }
-    auto text = ReadText(from);
+    auto text = ReadTraceFile(in.from, in.option);
     if (!text) return text.error();
-    copies.emplace_back(target, std::move(*text));
+    if (!in_place) copies.emplace_back(target, std::move(*text));
   }
   auto c = CompareFiles(r.predicted, r.measured, r.dir, title, r.tolerance, r.profile);
   if (!c) return c;

@@ -62,6 +62,14 @@ int Spawn(const std::vector<std::string>& args, const std::string& log) {
   return 1;
 }
 
+namespace {
+// The plot scripts exit 3 without matplotlib; 127 is a python3 that could not be started.
+const char* WhyNoPlot(int rc) {
+  return rc == 3 || rc == 127 ? "needs python3 and python3-matplotlib: scripts/deps.sh"
+                              : "its message is above";
+}
+}  // namespace
+
 std::vector<std::string> PlotCommand(const std::string& dir,
                                      const std::vector<std::string>& extra) {
   std::string script = PIPETWIN_SOURCE_DIR "/scripts/plot.py";
@@ -78,10 +86,8 @@ void RunPlots(const std::string& dir, const std::vector<std::string>& extra) {
   const std::vector<std::string> cmd = PlotCommand(dir, extra);
   const int rc = Spawn(cmd, "");
   if (rc != 0) {
-    std::fprintf(stderr,
-                 "pipetwin: plots not made (%s exited with %d; needs python3 and "
-                 "python3-matplotlib: scripts/deps.sh); the tables are in %s\n",
-                 cmd[1].c_str(), rc, dir.c_str());
+    std::fprintf(stderr, "pipetwin: plots not made (%s exited with %d; %s); the tables are in %s\n",
+                 cmd[1].c_str(), rc, WhyNoPlot(rc), dir.c_str());
   }
 }
 
@@ -92,10 +98,8 @@ bool RunPlanPlot(const std::string& csv, const std::string& png, double memory_l
   if (const char* e = std::getenv("PIPETWIN_PLOT_PLAN"); e != nullptr && *e != '\0') cmd[1] = e;
   const int rc = Spawn(cmd, "");
   if (rc != 0) {
-    std::fprintf(stderr,
-                 "pipetwin: plot not made (%s exited with %d; needs python3 and "
-                 "python3-matplotlib: scripts/deps.sh); the layouts are in %s\n",
-                 cmd[1].c_str(), rc, csv.c_str());
+    std::fprintf(stderr, "pipetwin: plot not made (%s exited with %d; %s); the layouts are in %s\n",
+                 cmd[1].c_str(), rc, WhyNoPlot(rc), csv.c_str());
   }
   return rc == 0;
 }

@@ -221,6 +221,23 @@ grep -q "^| 0 | F | 2.000 | 0.02 | 10.00 | 25.0% |$" "$dir/cmp/errors.md" \
   && echo "ok: compare --profile: where time goes" \
   || { echo "FAIL: compare --profile: no 'Where time goes' row in errors.md"; fail=1; }
 
+# compare's traces: checked before anything is written (a bad one is bad input naming the
+# file, the event and the field), read plain or gzip-compressed, and left plain for plot.py.
+"$bin" simulate "$ex" --trace "$dir/s.trace.json.gz" >/dev/null \
+  || { echo "FAIL: simulate --trace s.trace.json.gz"; fail=1; }
+expect 2 "bad.trace.json: the predicted trace \(--predicted-trace\): traceEvents\[0\]\.ts must be a number" \
+  -- compare "$dir/s.json" "$dir/s.json" --out "$dir/cmpt" --no-plots --predicted-trace \
+  "$(job bad.trace.json '[{"ph": "X", "name": "0F0", "pid": 0, "tid": 0, "ts": "abc", "dur": 1}]')"
+expect 2 "s.json: the measured trace \(--measured-trace\): no \"traceEvents\" array" \
+  -- compare "$dir/s.json" "$dir/s.json" --out "$dir/cmpt" --no-plots --measured-trace "$dir/s.json"
+[ ! -e "$dir/cmpt/errors.md" ] || { echo "FAIL: compare wrote errors.md with a bad trace"; fail=1; }
+PIPETWIN_PYTHON=/bin/true expect 0 \
+  "^no timeline: timeline.png needs both --predicted-trace and --measured-trace" -- \
+  compare "$dir/s.json" "$dir/s.json" --out "$dir/cmpt" --predicted-trace "$dir/s.trace.json.gz"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$dir/cmpt/predicted.trace.json" \
+  && echo "ok: compare leaves a gzip-compressed trace uncompressed" \
+  || { echo "FAIL: compare: predicted.trace.json is not plain JSON"; fail=1; }
+
 # Outputs are checked before any work; all of them are written or none.
 expect 2 "option --report needs a value" -- simulate "$ex" --report --ascii
 expect 2 "option --csv needs a value, got the option-like '-x'" -- schedule "$ex" --csv -x

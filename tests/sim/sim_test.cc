@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "models/stragglers.h"
@@ -10,6 +11,7 @@
 #include "schedule/lower.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "schedule/trace_read.h"
 #include "sim/engine.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
@@ -451,6 +453,22 @@ TEST(Trace, HasOneFlowPerTransfer) {
   EXPECT_EQ(starts, 48u);
   EXPECT_EQ(finishes, 48u);
   EXPECT_EQ(sends, 48u * 2);  // name and cat of each send slice
+}
+
+TEST(Trace, ReadsBackWhatItWrote) {
+  const SimResult r = Sim("zb-h1", 4, 8, 1, {1, 1, 1, 0.1});
+  const std::string t = TraceJson(r.timeline, "t");
+  auto n = CheckTraceJson(t, "t.json", "the trace");
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  EXPECT_EQ(*n, 4 * (8 + 8 + 8 + 1));  // each rank: 8 F, 8 I, 8 W and its optimizer step
+  // Written gzip-compressed, read back (by its magic bytes) as the same text.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "pipetwin_trace_read_back.json.gz").string();
+  ASSERT_TRUE(WriteTraceFile(path, r.timeline, "t").ok());
+  auto back = ReadTraceFile(path, "--predicted-trace");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, t);
+  std::filesystem::remove(path);
 }
 
 TEST(RunTimeout, SizedFromThePredictedStepUnlessGiven) {

@@ -1,0 +1,35 @@
+// trace_read.h — reading back a Chrome trace that `simulate --trace` or `run --trace` wrote
+// (trace.h), for `compare`'s timeline plot: plain or gzip-compressed, checked before use.
+//
+//   Expected<std::string> json = ReadTraceFile("measured.trace.json.gz", "--measured-trace");
+//   if (!json) return json.error();   // bad input: names the file, the event and the field
+//
+// A trace is accepted when it is an object with a "traceEvents" array (or a bare array) of
+// objects, every complete slice ("ph": "X") carries an integer pid >= 0 and tid >= 0, a string
+// name, a number ts and a number dur >= 0, and at least one slice is a compute action ("2F0")
+// on the compute stream (tid 0): what the timeline draws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "schedule/expected.h"
+
+namespace pipetwin {
+
+// The largest trace read back, as JSON text (after gunzip): 256 MiB (`simulate --trace` of
+// pp 64 × 1,024 microbatches is about 100 MB).
+inline constexpr std::int64_t kMaxTraceBytes = 256LL << 20;
+
+// The number of compute slices on the compute stream, or bad input naming `path` and `what`
+// (the option: "--predicted-trace"), the event's index and the field.
+Expected<std::int64_t> CheckTraceJson(std::string_view json, const std::string& path,
+                                      const std::string& what);
+
+// The file's JSON text, gunzipped where it starts with gzip's magic bytes (whatever its name),
+// once CheckTraceJson accepts it; at most `max_bytes`, compressed or not.
+Expected<std::string> ReadTraceFile(const std::string& path, const std::string& what,
+                                    std::int64_t max_bytes = kMaxTraceBytes);
+
+}  // namespace pipetwin

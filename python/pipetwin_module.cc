@@ -36,9 +36,19 @@ constexpr const char* kDictPath = "<dict>";
   throw std::runtime_error(e.message);
 }
 
+// The deepest a job or plan dict may nest (theirs is at most 4: execution.stragglers[i].x).
+// Deeper is bad input, not a stack overflow: a dict that contains itself never ends.
+constexpr int kMaxDictDepth = 16;
+
 // A Python value to YAML, block style, keys in the dict's order (so that messages' lines are
 // those of the same dict written as a file by yaml.safe_dump(d, sort_keys=False)).
-void Emit(YAML::Emitter& e, const py::handle& v, const std::string& where) {
+void Emit(YAML::Emitter& e, const py::handle& v, const std::string& where, int depth = 0) {
+  if (depth > kMaxDictDepth) {
+    throw py::value_error(std::string(kDictPath) + ": " + where + ": nested deeper than " +
+                          std::to_string(kMaxDictDepth) +
+                          " levels (a job is at most 4 deep: does a dict or a list contain "
+                          "itself?)");
+  }
   if (v.is_none()) {
     e << YAML::Null;
   } else if (py::isinstance<py::bool_>(v)) {
@@ -61,12 +71,12 @@ void Emit(YAML::Emitter& e, const py::handle& v, const std::string& where) {
       }
       const std::string key = k.cast<std::string>();
       e << YAML::Key << key << YAML::Value;
-      Emit(e, val, where.empty() ? key : where + "." + key);
+      Emit(e, val, where.empty() ? key : where + "." + key, depth + 1);
     }
     e << YAML::EndMap;
   } else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     e << YAML::Flow << YAML::BeginSeq;
-    for (const auto& item : v) Emit(e, item, where);
+    for (const auto& item : v) Emit(e, item, where, depth + 1);
     e << YAML::EndSeq;
   } else {
     throw py::value_error(std::string(kDictPath) + ": " + where + ": cannot be a Python " +

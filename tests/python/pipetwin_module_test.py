@@ -83,6 +83,20 @@ try:
     check(False, "format='xml' raises ValueError")
 except ValueError as e:
     check("compute_only, compute_comms or pipetwin" in str(e), f"format='xml': {e}")
+# A dict that contains itself, or lists nested 100,000 deep, is bad input (it crashed the
+# interpreter before: the conversion to YAML recursed without end).
+loop = {"schedule": "1f1b"}
+loop["model"] = loop
+deep = []
+for _ in range(100000):
+    deep = [deep]
+for fn, arg in ((pipetwin.simulate, loop), (pipetwin.schedule, {**job, "model": deep}),
+                (pipetwin.plan, {**job, "search": {"pp": deep}})):
+    try:
+        fn(arg)
+        check(False, f"{fn.__name__} raises ValueError on a dict nested without end")
+    except ValueError as e:
+        check("nested deeper than 16 levels" in str(e), f"{fn.__name__}: nested: {e}")
 
 # A relative csv: schedule resolves against the current directory.
 csv_path = os.path.join(tmp, "s.csv")

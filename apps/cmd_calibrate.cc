@@ -85,6 +85,9 @@ int CmdCalibrate(int argc, char** argv) {
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
+  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*job, args->opts.backend)); !s) {
+    return mpi.Fail(s.error(), false);
+  }
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
   try {
     res = exec::Calibrate(*job, args->opts);

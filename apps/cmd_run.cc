@@ -1,9 +1,14 @@
 // `mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda`: execute the step for real.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "apps/cli.h"
 #include "apps/commands.h"
@@ -136,7 +141,72 @@ int PrintRun(const ResolvedJob& job, const RunArgs& args, const exec::RunResult&
   return status;
 }
 
+// Bytes this machine can still give: MemAvailable (/proc/meminfo), less where a cgroup (v2)
+// limits this process to less. Nothing where neither can be read.
+std::optional<std::int64_t> AvailableHostBytes(std::string* source) {
+  std::optional<std::int64_t> avail;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::int64_t kib = 0;
+    if (key == "MemAvailable:" && meminfo >> kib) {
+      avail = kib * 1024;
+      *source = "MemAvailable in /proc/meminfo";
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+      current_file("/sys/fs/cgroup/memory.current");
+  std::int64_t max = 0, current = 0;
+  if (max_file >> max && current_file >> current && max > current &&
+      (!avail || max - current < *avail)) {
+    avail = max - current;
+    *source = "the cgroup's memory.max less memory.current";
+  }
+  return avail;
+}
+
 }  // namespace
+
+// The CPU backend allocates every rank's model, gradients, optimizer state and activations in
+// this machine's memory, exactly as simulate predicts them on the cpu device (results/memory/).
+// Ranks that need more than the machine has would end in std::bad_alloc or the kernel's OOM
+// killer part way through: refused before anything is allocated, naming the figures. The
+// predicted peak leaves out the workspace inside an action, so a job just under the line may
+// still not fit. A collective over MPI_COMM_WORLD.
+Status CheckHostMemory(const ResolvedJob& job, const std::string& backend) {
+  if (backend != "cpu" || job.config.cluster.device.name != "cpu") return OkStatus();
+  const std::vector<int> here = exec::WorldRanksOnThisMachine();
+  std::string source;
+  const std::optional<std::int64_t> avail = AvailableHostBytes(&source);
+  if (!avail) return OkStatus();
+  auto sim = Simulate(job, {.record_timeline = false, .per_world_rank = true});
+  if (!sim) return OkStatus();  // simulate's own errors are said where they matter
+  std::int64_t need = 0, most = 0;
+  int fullest = -1;
+  for (const RankReport& r : sim->report.ranks) {
+    if (std::find(here.begin(), here.end(), r.rank) == here.end()) continue;
+    need += r.peak_memory_bytes;
+    if (r.peak_memory_bytes > most) {
+      most = r.peak_memory_bytes;
+      fullest = r.rank;
+    }
+  }
+  if (need <= *avail) return OkStatus();
+  const auto gib = [](std::int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
+    return std::string(buf);
+  };
+  return Error::BadInput(
+      job.path() + ": the " + std::to_string(here.size()) + " rank" +
+      (here.size() == 1 ? " on this machine needs " : "s on this machine need ") + gib(need) +
+      " (simulate's predicted peaks on the cpu device, the CPU backend's own inventory; rank " +
+      std::to_string(fullest) + " the most, " + gib(most) + "), and it has " + gib(*avail) +
+      " available (" + source +
+      "): make the model smaller (model.layers, hidden, seq_len, training.micro_batch) or "
+      "spread the ranks over more machines");
+}
 
 Expected<ResolvedJob> LoadJobToExecute(const std::string& path) {
   auto job = LoadJob(path);
@@ -172,6 +242,9 @@ int CmdRun(int argc, char** argv) {
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
+  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*job, args->opts.backend)); !s) {
+    return mpi.Fail(s.error(), false);
+  }
   Expected<exec::RunResult> res = Error::Failure("not run");
   std::string profile_yaml;
   try {

@@ -31,6 +31,12 @@ int FailBeforeMpi(const Error& e);
 // from the predicted step when the job leaves it out (sim/simulate.h). cmd_run.cc.
 Expected<ResolvedJob> LoadJobToExecute(const std::string& path);
 
+// `run` and `calibrate` on the CPU backend with a cpu-device job: bad input where the ranks on
+// this machine need more memory than it has available (simulate's predicted peaks, which the
+// CPU backend allocates byte for byte), before anything is allocated. A collective over
+// MPI_COMM_WORLD. cmd_run.cc.
+Status CheckHostMemory(const ResolvedJob& job, const std::string& backend);
+
 int CmdSimulate(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedule(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedules(int argc, char** argv);  // cmd_simulate.cc

@@ -14,6 +14,18 @@ int WorldRank() {
   return r;
 }
 
+std::vector<int> WorldRanksOnThisMachine() {
+  MPI_Comm node = MPI_COMM_NULL;
+  PT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 0;
+  PT_MPI_CHECK(MPI_Comm_size(node, &n));
+  const int me = WorldRank();
+  std::vector<int> ranks(static_cast<std::size_t>(n));
+  PT_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, node));
+  PT_MPI_CHECK(MPI_Comm_free(&node));
+  return ranks;
+}
+
 Status AgreeAcross(MPI_Comm comm, const Status& local) {
   const int mine = local ? 0 : local.error().exit_status();
   int worst = 0;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/placement.h"
 #include "schedule/expected.h"
@@ -42,6 +43,10 @@ int WorldRank();
 // that aborts first kills rank 0 before it prints.
 Status AgreeAcross(MPI_Comm comm, const Status& local);
 inline Status AgreeAcrossWorld(const Status& local) { return AgreeAcross(MPI_COMM_WORLD, local); }
+
+// The world ranks that share this process's machine (MPI_COMM_TYPE_SHARED), in order; a
+// collective over MPI_COMM_WORLD.
+std::vector<int> WorldRanksOnThisMachine();
 
 // The communicator of the job's own ranks: MPI_COMM_WORLD, or with parameter servers the
 // workers alone (exec/param_server.h's PsWorld sets it; world ranks and its ranks agree, the

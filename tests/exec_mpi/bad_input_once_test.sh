@@ -33,6 +33,11 @@ expect_once 8 "mpirun -np 10" run "$jobs/sleep-pp2-dp4-ps2.yaml" --backend sleep
 # What the backend refuses (after the groups are made, before the first step).
 expect_once 2 "costs" run "$jobs/1f1b.yaml" --backend sleep
 expect_once 2 "parallel.tp" run "$jobs/tp2.yaml" --backend sleep
+# More memory than this machine has (simulate's predicted peaks, before anything is allocated;
+# it ended in std::bad_alloc, exit 1, or the OOM killer).
+expect_once 2 "on this machine need" run "$jobs/too-big-for-memory.yaml" --backend cpu
+expect_once 2 "on this machine need" calibrate "$jobs/too-big-for-memory.yaml" --backend cpu \
+  --out "$dir/profile.yaml"
 # The job file (found before RunJob) and the flags.
 expect_once 6 "cannot open" run "$jobs/no-such-job.yaml" --backend cpu
 expect_once 6 "--backend" run "$jobs/1f1b.yaml" --backend abacus

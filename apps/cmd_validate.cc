@@ -39,6 +39,12 @@ int CmdValidate(int argc, char** argv) {
   v.schedules = a->Get("schedules", "job");
   v.out = a->Get("out", "validate-out");
   v.launcher = workflow::Launcher(a->Get("mpirun"), std::getenv("PIPETWIN_MPIRUN"));
+  if (Status s = workflow::CheckLauncher(v.launcher, a->Has("mpirun")         ? "--mpirun"
+                                                     : v.launcher == "mpirun" ? "validate"
+                                                                              : "$PIPETWIN_MPIRUN");
+      !s) {
+    return Fail(s.error());
+  }
   v.separate_calibration = a->Has("separate-calibration");
   v.calibrate_steps = a->Get("calibrate-steps");
   v.plots = !a->Has("no-plots");

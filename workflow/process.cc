@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +26,33 @@ std::string Launcher(const std::string& option, const char* env) {
   if (!option.empty()) return option;
   if (env != nullptr && *env != '\0') return env;
   return "mpirun";
+}
+
+Status CheckLauncher(const std::string& launcher, const std::string& where) {
+  const std::vector<std::string> words = Words(launcher);
+  if (words.empty()) {
+    return Error::BadInput(where + ": the launcher is empty (e.g. \"mpirun --oversubscribe\")");
+  }
+  const std::string& program = words.front();
+  const auto runnable = [](const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    if (runnable(program)) return OkStatus();
+  } else if (const char* path = std::getenv("PATH"); path != nullptr) {
+    std::string dirs = path;
+    for (std::size_t at = 0; at <= dirs.size();) {
+      const std::size_t end = std::min(dirs.find(':', at), dirs.size());
+      const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+      if (runnable(dir + "/" + program)) return OkStatus();
+      at = end + 1;
+    }
+  }
+  return Error::BadInput(where + ": '" + program +
+                         "' is not a program that can be started (no executable file of that " +
+                         (program.find('/') != std::string::npos ? "path" : "name in PATH") +
+                         "; OpenMPI's mpirun: scripts/deps.sh installs it)");
 }
 
 std::vector<std::string> MpirunCommand(const std::string& launcher, int np,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "schedule/expected.h"
+
 namespace pipetwin::workflow {
 
 // The words of `s`, split at white space ("mpirun --oversubscribe" → {"mpirun",
@@ -19,6 +21,11 @@ std::vector<std::string> Words(const std::string& s);
 // The launcher that starts the ranks: `option` (validate --mpirun) when not empty, else `env`
 // ($PIPETWIN_MPIRUN, may be null) when not empty, else "mpirun".
 std::string Launcher(const std::string& option, const char* env);
+
+// Bad input unless the launcher's first word is a program Spawn can start: a path to an
+// executable file, or a name found in PATH (checked before any work, so that a typo is not a
+// table of failed runs). `where` names its source in the message ("--mpirun").
+Status CheckLauncher(const std::string& launcher, const std::string& where);
 
 // The launcher's words, then `-np NP PROGRAM`.
 std::vector<std::string> MpirunCommand(const std::string& launcher, int np,

@@ -43,6 +43,12 @@ expect 2 "compare: expected PREDICTED.json MEASURED.json" -- compare a.json --ou
 expect 2 "simulate: expected exactly one job file" -- simulate
 expect 2 "simulate: expected exactly one job file" -- simulate a.yaml b.yaml
 expect 2 "validate: expected one or more job files" -- validate --no-plots
+# The launcher is checked before any work (a typo was a table of runs failed with exit 127).
+expect 2 "^pipetwin: --mpirun: 'no-such-launcher' is not a program that can be started \(no executable file of that name in PATH" \
+  -- validate "$src/examples/validate/pp2.yaml" --mpirun "no-such-launcher -x" --out "$dir/v"
+expect 2 "^pipetwin: --mpirun: the launcher is empty" \
+  -- validate "$src/examples/validate/pp2.yaml" --mpirun " " --out "$dir/v"
+[ ! -e "$dir/v" ] || { echo "FAIL: validate made its folder with a bad launcher"; fail=1; }
 expect 2 "--tolerance: must be a number in \[0, 1\]" -- compare a.json b.json --out "$dir/c" --tolerance 5%
 expect 2 "--steps: must be a positive integer, got 'x'" -- calibrate --backend cpu a.yaml --out p.yaml --steps x
 expect 2 "--test-fault: must be hang\|kill\|perturb\|cp-mask:RANK" -- run a.yaml --backend cpu --test-fault hang

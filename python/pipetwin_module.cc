@@ -169,8 +169,14 @@ std::vector<std::vector<std::string>> ScheduleOf(const py::dict& job_dict,
 // plan(plan) -> dict: the plan file's keys (a job plus `search:`) as a dict; the result is what
 // `pipetwin plan --report` writes. `top` and `threads` as the CLI's --top and --threads.
 py::object PlanJob(const py::dict& plan_dict, int top, int threads) {
-  if (top < 1) throw py::value_error("top: must be at least 1, got " + std::to_string(top));
-  if (threads < 0) throw py::value_error("threads: must be 0 (every core) or more");
+  // The CLI's bounds (apps/cmd_plan.cc): the same call gets the same answer either way.
+  if (top < 1 || top > 100000) {
+    throw py::value_error("top: must be an integer in [1, 100000], got " + std::to_string(top));
+  }
+  if (threads < 0 || threads > 1024) {
+    throw py::value_error("threads: must be an integer in [0, 1024] (0: every core), got " +
+                          std::to_string(threads));
+  }
   const std::string yaml = JobYaml(plan_dict);
   Expected<std::string> json = Error::Failure("");
   {

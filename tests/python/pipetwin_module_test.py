@@ -132,5 +132,17 @@ try:
     check(False, "an unknown search key raises ValueError")
 except ValueError as e:
     check("search" in str(e) and "tq" in str(e), f"search.tq: {e}")
+# top and threads: the CLI's bounds.
+for kw, want in ((dict(top=0), "top: must be an integer in [1, 100000], got 0"),
+                 (dict(top=100001), "top: must be an integer in [1, 100000], got 100001"),
+                 (dict(threads=-1), "threads: must be an integer in [0, 1024] (0: every core), got -1"),
+                 (dict(threads=1025), "threads: must be an integer in [0, 1024] (0: every core), got 1025")):
+    try:
+        pipetwin.plan(plan_dict, **kw)
+        check(False, f"plan({kw}) raises ValueError")
+    except ValueError as e:
+        check(str(e) == want, f"plan({kw}): {e}")
+check(pipetwin.plan(plan_dict, top=100000, threads=1024)["evaluated"] == cli_plan["evaluated"],
+      "plan at the bounds (top 100000, threads 1024) evaluates the same layouts")
 
 sys.exit(1 if failures else 0)

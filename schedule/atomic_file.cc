@@ -3,8 +3,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "schedule/file_io.h"
@@ -25,17 +28,33 @@ struct AtomicFileWriter::Impl {
   std::FILE* plain = nullptr;
   gzFile gz = nullptr;
   bool failed = false;
+  int err = 0;  // errno where a write, flush, sync or close first failed
+
+  // "PATH: write failed (No space left on device)".
+  Error Failed() const {
+    return Error::Failure(path + ": write failed" +
+                          (err != 0 ? " (" + std::string(std::strerror(err)) + ")" : ""));
+  }
+  void Note(bool ok) {
+    if (!ok && err == 0) err = errno;
+  }
 
   // Flushes, syncs and closes the temporary file; false when any of it failed.
   bool Close(bool sync) {
     bool ok = true;
     if (plain != nullptr) {
       ok = std::fflush(plain) == 0 && (!sync || ::fsync(fd) == 0);
-      ok = std::fclose(plain) == 0 && ok;
+      Note(ok);
+      const bool closed = std::fclose(plain) == 0;
+      Note(closed);
+      ok = closed && ok;
     }
     if (gz != nullptr) {
       ok = gzflush(gz, Z_FINISH) == Z_OK && (!sync || ::fsync(fd) == 0);
-      ok = gzclose(gz) == Z_OK && ok;
+      Note(ok);
+      const bool closed = gzclose(gz) == Z_OK;
+      Note(closed);
+      ok = closed && ok;
     }
     plain = nullptr;
     gz = nullptr;
@@ -81,9 +100,8 @@ Expected<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path,
 
 Status AtomicFileWriter::Write(std::string_view data) {
   Impl& w = *impl_;
-  if (w.failed || (w.plain == nullptr && w.gz == nullptr)) {
-    return Error::Failure(w.path + ": write failed");
-  }
+  if (w.failed || (w.plain == nullptr && w.gz == nullptr)) return w.Failed();
+  errno = 0;
   if (w.plain != nullptr) {
     w.failed = std::fwrite(data.data(), 1, data.size(), w.plain) != data.size();
   } else {
@@ -95,7 +113,10 @@ Status AtomicFileWriter::Write(std::string_view data) {
       data.remove_prefix(n);
     }
   }
-  if (w.failed) return Error::Failure(w.path + ": write failed");
+  if (w.failed) {
+    w.Note(false);
+    return w.Failed();
+  }
   return OkStatus();
 }
 
@@ -103,7 +124,7 @@ Status AtomicFileWriter::Commit() {
   Impl& w = *impl_;
   if (w.failed || !w.Close(true)) {
     w.Abandon();
-    return Error::Failure(w.path + ": write failed");
+    return w.Failed();
   }
   return CommitTemp(w.tmp, w.path);
 }

@@ -1,6 +1,12 @@
 #include "schedule/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +102,52 @@ TEST(AtomicFile, AnEmptyPathOrADirectoryIsBadInput) {
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.error().code, ErrorCode::kBadInput);
   EXPECT_NE(dir.error().message.find("a directory"), std::string::npos);
+}
+
+// A full disk or a file size limit: the message says why (it said "write failed" alone), and
+// neither the target nor the temporary is left behind. RLIMIT_FSIZE makes a write past 64 KiB
+// fail with EFBIG (SIGXFSZ ignored), plain and gzip-compressed alike.
+TEST(AtomicFile, AFailedWriteSaysWhy) {
+  const fs::path d = FreshDir("efbig");
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  // Text that compresses poorly (a pseudo-random letter a byte), so gzip passes 64 KiB too.
+  std::string big(1 << 20, 'x');
+  std::uint32_t x = 1;
+  for (char& c : big) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>('a' + (x >> 24) % 26);
+  }
+  Status plain = WriteFileAtomic((d / "p.json").string(), big);
+  Status gz = [&] {
+    auto w = AtomicFileWriter::Open((d / "g.json.gz").string(), Compression::kGzip);
+    if (!w) return Status(w.error());
+    for (int i = 0; i < 64; ++i) {
+      if (Status s = w->Write(big); !s) return s;
+    }
+    return w->Commit();
+  }();
+  Status streamed = [&] {
+    auto w = AtomicFileWriter::Open((d / "s.json").string(), Compression::kNone);
+    if (!w) return Status(w.error());
+    if (Status s = w->Write(big); !s) return s;
+    return w->Commit();
+  }();
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  const std::string why = std::string(" (") + std::strerror(EFBIG) + ")";
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.error().message, (d / "p.json").string() + ": write failed" + why);
+  ASSERT_FALSE(gz.ok());
+  EXPECT_EQ(gz.error().message, (d / "g.json.gz").string() + ": write failed" + why);
+  ASSERT_FALSE(streamed.ok());
+  EXPECT_EQ(streamed.error().message, (d / "s.json").string() + ": write failed" + why);
+  EXPECT_TRUE(fs::is_empty(d));  // no target, no temporary
+  fs::remove_all(d);
 }
 
 }  // namespace

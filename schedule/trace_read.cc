@@ -26,7 +26,8 @@ struct Field {
 // Checks the events as they stream past (no document is built: a trace may be 256 MiB).
 class TraceChecker : public nlohmann::json_sax<nlohmann::json> {
  public:
-  TraceChecker(const std::string& path, const std::string& what) : where_(path + ": " + what) {}
+  TraceChecker(const std::string& path, const std::string& what, const ComputeSliceSink& sink)
+      : where_(path + ": " + what), sink_(sink) {}
 
   std::string error;
   std::int64_t compute = 0;
@@ -145,12 +146,16 @@ class TraceChecker : public nlohmann::json_sax<nlohmann::json> {
       return Fail(at + "dur must be a number >= 0 (the duration, in microseconds)");
     }
     if (tid_.i == 0) {
-      if (auto a = Action::Parse(name_.s); a && IsCompute(a->kind)) ++compute;
+      if (auto a = Action::Parse(name_.s); a && IsCompute(a->kind)) {
+        ++compute;
+        if (sink_) sink_({.rank = pid_.i, .action = *a, .dur_us = dur_.value()});
+      }
     }
     return true;
   }
 
   std::string where_;
+  ComputeSliceSink sink_;
   std::vector<char> stack_;
   std::size_t events_depth_ = 0;  // the stack's size inside the events array; 0: not yet
   std::string key_;               // the last key at the top level or in an event
@@ -196,8 +201,8 @@ Expected<std::string> Gunzip(const std::string& in, const std::string& where,
 }  // namespace
 
 Expected<std::int64_t> CheckTraceJson(std::string_view json, const std::string& path,
-                                      const std::string& what) {
-  TraceChecker c(path, what);
+                                      const std::string& what, const ComputeSliceSink& sink) {
+  TraceChecker c(path, what, sink);
   const bool ok = nlohmann::json::sax_parse(json, &c);
   if (!ok || !c.error.empty()) {
     return Error::BadInput(c.error.empty() ? path + ": " + what + ": not a Chrome trace" : c.error);
@@ -216,7 +221,7 @@ Expected<std::int64_t> CheckTraceJson(std::string_view json, const std::string& 
 }
 
 Expected<std::string> ReadTraceFile(const std::string& path, const std::string& what,
-                                    std::int64_t max_bytes) {
+                                    std::int64_t max_bytes, const ComputeSliceSink& sink) {
   auto text = ReadInputFile(path, what, max_bytes);
   if (!text) return text.error();
   if (text->size() >= 2 && static_cast<unsigned char>((*text)[0]) == 0x1f &&
@@ -225,7 +230,7 @@ Expected<std::string> ReadTraceFile(const std::string& path, const std::string& 
     if (!plain) return plain.error();
     *text = std::move(*plain);
   }
-  if (auto n = CheckTraceJson(*text, path, what); !n) return n.error();
+  if (auto n = CheckTraceJson(*text, path, what, sink); !n) return n.error();
   return text;
 }
 

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
+#include "schedule/action.h"
 #include "schedule/expected.h"
 
 namespace pipetwin {
@@ -22,14 +24,26 @@ namespace pipetwin {
 // pp 64 × 1,024 microbatches is about 100 MB).
 inline constexpr std::int64_t kMaxTraceBytes = 256LL << 20;
 
+// A compute action on the compute stream (tid 0): its rank (pid) and duration (dur, in µs).
+struct ComputeSlice {
+  std::int64_t rank = 0;
+  Action action;
+  double dur_us = 0;
+};
+// Receives each compute slice, in file order, as the events stream past.
+using ComputeSliceSink = std::function<void(const ComputeSlice&)>;
+
 // The number of compute slices on the compute stream, or bad input naming `path` and `what`
-// (the option: "--predicted-trace"), the event's index and the field.
+// (the option: "--predicted-trace"), the event's index and the field. `sink`, where given,
+// receives every compute slice (of a trace that may still turn out bad further on).
 Expected<std::int64_t> CheckTraceJson(std::string_view json, const std::string& path,
-                                      const std::string& what);
+                                      const std::string& what,
+                                      const ComputeSliceSink& sink = nullptr);
 
 // The file's JSON text, gunzipped where it starts with gzip's magic bytes (whatever its name),
-// once CheckTraceJson accepts it; at most `max_bytes`, compressed or not.
+// once CheckTraceJson accepts it (with `sink`); at most `max_bytes`, compressed or not.
 Expected<std::string> ReadTraceFile(const std::string& path, const std::string& what,
-                                    std::int64_t max_bytes = kMaxTraceBytes);
+                                    std::int64_t max_bytes = kMaxTraceBytes,
+                                    const ComputeSliceSink& sink = nullptr);
 
 }  // namespace pipetwin

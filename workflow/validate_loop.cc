@@ -17,6 +17,7 @@
 #include "schedule/report.h"
 #include "schedule/stats.h"
 #include "schedule/trace.h"
+#include "schedule/trace_read.h"
 #include "sim/engine.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
@@ -124,19 +125,15 @@ void RecordSpread(Entry& e, const std::string& measured_json) {
 }
 
 // The same simulation with the run's own action medians (from its trace of the median step).
-void RecordReplay(Entry& e, const std::string& trace_json, const std::string& profile,
+void RecordReplay(Entry& e, const std::string& trace_file, const std::string& profile,
                   const ResolvedJob& job) {
   const Schedule& schedule = job.schedule;
-  const auto j = nlohmann::json::parse(trace_json, nullptr, /*allow_exceptions=*/false);
-  std::map<std::pair<int, ActionKind>, std::map<int, std::vector<double>>> durs;
-  if (j.is_object() && j.contains("traceEvents")) {
-    for (const auto& ev : j["traceEvents"]) {
-      if (ev.value("ph", "") != "X" || ev.value("tid", -1) != 0) continue;
-      auto act = Action::Parse(ev.value("name", ""));
-      if (!act || !IsCompute(act->kind)) continue;
-      durs[{act->stage, act->kind}][ev.value("pid", 0)].push_back(ev.value("dur", 0.0) * 1e-3);
-    }
-  }
+  std::map<std::pair<int, ActionKind>, std::map<std::int64_t, std::vector<double>>> durs;
+  const auto trace =
+      ReadTraceFile(trace_file, "the measured trace", kMaxTraceBytes, [&](const ComputeSlice& s) {
+        durs[{s.action.stage, s.action.kind}][s.rank].push_back(s.dur_us * 1e-3);
+      });
+  if (!trace) return;  // no replay: the table says "–"
   ActionMedians medians;
   for (auto& [key, by_rank] : durs) {
     double worst = 0;  // the slowest replica, as calibrate keeps it
@@ -163,9 +160,9 @@ Status CompareVariant(Entry& e, const std::string& dir, double tol, const Resolv
   if (!c) return c.error();
   RecordComparison(e, *c);
   if (auto mt = ReadText(dir + "/measured.json"); mt) RecordSpread(e, *mt);
-  if (auto tt = ReadText(dir + "/measured.trace.json");
-      tt && std::filesystem::exists(dir + "/profile.yaml")) {
-    RecordReplay(e, *tt, dir + "/profile.yaml", job);
+  if (std::filesystem::exists(dir + "/measured.trace.json") &&
+      std::filesystem::exists(dir + "/profile.yaml")) {
+    RecordReplay(e, dir + "/measured.trace.json", dir + "/profile.yaml", job);
   }
   return OkStatus();
 }

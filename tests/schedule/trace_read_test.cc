@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "schedule/atomic_file.h"
 #include "schedule/file_io.h"
@@ -28,9 +29,15 @@ std::string Message(std::string_view json) {
 }
 
 TEST(TraceRead, CountsTheComputeSlicesOfTheComputeStream) {
-  auto n = CheckTraceJson(kGood, "t.json", "--measured-trace");
+  std::vector<ComputeSlice> seen;
+  auto n = CheckTraceJson(kGood, "t.json", "--measured-trace",
+                          [&](const ComputeSlice& c) { seen.push_back(c); });
   ASSERT_TRUE(n.ok()) << n.error().message;
   EXPECT_EQ(*n, 1);
+  ASSERT_EQ(seen.size(), 1u);  // rank 1's F of stage 1, microbatch 0, 2 µs
+  EXPECT_EQ(seen[0].rank, 1);
+  EXPECT_EQ(seen[0].action, (Action{.stage = 1, .kind = ActionKind::kForward, .microbatch = 0}));
+  EXPECT_EQ(seen[0].dur_us, 2.0);
   // A bare array of events is a Chrome trace too; slices of other streams and names that are
   // not compute actions are not counted.
   n = CheckTraceJson(R"([{"ph":"X","name":"0F0","pid":0,"tid":0,"ts":0,"dur":1},)"

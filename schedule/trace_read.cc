@@ -45,7 +45,12 @@ class TraceChecker : public nlohmann::json_sax<nlohmann::json> {
   bool number_float(number_float_t v, const string_t&) override {
     return Scalar({Field::kFloat, 0, v, {}});
   }
-  bool string(string_t& v) override { return Scalar({Field::kString, 0, 0, v}); }
+  // Of the strings, only an event's ph and name are read; the rest (args, names of threads) are
+  // not copied.
+  bool string(string_t& v) override {
+    const bool kept = InEventsArray(1) && (key_ == "ph" || key_ == "name");
+    return Scalar({Field::kString, 0, 0, kept ? v : std::string()});
+  }
   bool binary(binary_t&) override { return Scalar(Field{}); }
 
   bool start_object(std::size_t) override {
@@ -109,14 +114,14 @@ class TraceChecker : public nlohmann::json_sax<nlohmann::json> {
     }
     return true;
   }
-  bool Scalar(const Field& f) {
+  bool Scalar(Field f) {
     if (stack_.empty()) {
       return Fail(": must be a Chrome trace (an object with \"traceEvents\"), not a single value");
     }
     if (!Value('s')) return false;
     if (InEventsArray(1) && stack_.back() == 'o') {
-      if (key_ == "ph") ph_ = f;
-      if (key_ == "name") name_ = f;
+      if (key_ == "ph") ph_ = std::move(f);
+      if (key_ == "name") name_ = std::move(f);
       if (key_ == "pid") pid_ = f;
       if (key_ == "tid") tid_ = f;
       if (key_ == "ts") ts_ = f;

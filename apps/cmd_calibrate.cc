@@ -77,15 +77,17 @@ int CmdCalibrate(int argc, char** argv) {
   const int rank = mpi.rank();
   // Bad input is the same on every process: they agree on it first; one says it and exits 2,
   // every one leaves through MPI_Finalize (exec/mpi_util.h). Any later failure stops every rank.
-  std::optional<ResolvedJob> job;
+  std::optional<JobToExecute> loaded_job;
+  const ResolvedJob* job = nullptr;
   const Status ready = [&]() -> Status {
     auto loaded = LoadJobToExecute(args->job);
     if (!loaded) return loaded.error();
-    job.emplace(std::move(*loaded));
+    loaded_job.emplace(std::move(*loaded));
+    job = &loaded_job->job;
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
-  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*job, args->opts.backend)); !s) {
+  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*loaded_job, args->opts.backend)); !s) {
     return mpi.Fail(s.error(), false);
   }
   Expected<exec::CalibrateResult> res = Error::Failure("not run");

@@ -174,17 +174,17 @@ std::optional<std::int64_t> AvailableHostBytes(std::string* source) {
 // killer part way through: refused before anything is allocated, naming the figures. The
 // predicted peak leaves out the workspace inside an action, so a job just under the line may
 // still not fit. A collective over MPI_COMM_WORLD.
-Status CheckHostMemory(const ResolvedJob& job, const std::string& backend) {
+Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
+  const ResolvedJob& job = j.job;
   if (backend != "cpu" || job.config.cluster.device.name != "cpu") return OkStatus();
+  if (!j.predicted) return OkStatus();  // simulate's own errors are said where they matter
   const std::vector<int> here = exec::WorldRanksOnThisMachine();
   std::string source;
   const std::optional<std::int64_t> avail = AvailableHostBytes(&source);
   if (!avail) return OkStatus();
-  auto sim = Simulate(job, {.record_timeline = false, .per_world_rank = true});
-  if (!sim) return OkStatus();  // simulate's own errors are said where they matter
   std::int64_t need = 0, most = 0;
   int fullest = -1;
-  for (const RankReport& r : sim->report.ranks) {
+  for (const RankReport& r : j.predicted->ranks) {
     if (std::find(here.begin(), here.end(), r.rank) == here.end()) continue;
     need += r.peak_memory_bytes;
     if (r.peak_memory_bytes > most) {
@@ -208,12 +208,18 @@ Status CheckHostMemory(const ResolvedJob& job, const std::string& backend) {
       "spread the ranks over more machines");
 }
 
-Expected<ResolvedJob> LoadJobToExecute(const std::string& path) {
+Expected<JobToExecute> LoadJobToExecute(const std::string& path) {
   auto job = LoadJob(path);
   if (!job) return job.error();
+  JobToExecute out{.job = std::move(*job), .predicted = std::nullopt};
+  auto sim = Simulate(out.job, {.record_timeline = false, .per_world_rank = true});
+  if (sim) out.predicted = std::move(sim->report);
   // No execution.timeout_s in the job: 10 × the predicted step + a margin.
-  if (auto t = SizeRunTimeout(*job); !t) return t.error();
-  return job;
+  if (!sim && out.job.config.execution.timeout_s <= 0) return sim.error();
+  std::optional<double> step_ms;
+  if (out.predicted) step_ms = out.predicted->iteration_time_ms;
+  if (auto t = SizeRunTimeout(out.job, step_ms); !t) return t.error();
+  return out;
 }
 
 int CmdRun(int argc, char** argv) {
@@ -228,11 +234,13 @@ int CmdRun(int argc, char** argv) {
   const int rank = mpi.rank();
   // Bad input is the same on every process: they agree on it first; one says it and exits 2,
   // every one leaves through MPI_Finalize (exec/mpi_util.h).
-  std::optional<ResolvedJob> job;
+  std::optional<JobToExecute> loaded_job;
+  const ResolvedJob* job = nullptr;
   const Status ready = [&]() -> Status {
     auto loaded = LoadJobToExecute(args->job);
     if (!loaded) return loaded.error();
-    job.emplace(std::move(*loaded));
+    loaded_job.emplace(std::move(*loaded));
+    job = &loaded_job->job;
     if (!args->profile_in.empty()) {
       auto profile = LoadProfile(args->profile_in, job->schedule);
       if (!profile) return profile.error();
@@ -242,7 +250,7 @@ int CmdRun(int argc, char** argv) {
     return OkStatus();
   }();
   if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
-  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*job, args->opts.backend)); !s) {
+  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*loaded_job, args->opts.backend)); !s) {
     return mpi.Fail(s.error(), false);
   }
   Expected<exec::RunResult> res = Error::Failure("not run");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "job/job.h"
+#include "schedule/report.h"
 
 namespace pipetwin {
 
@@ -27,15 +28,21 @@ std::optional<int> HandOverBackend(int argc, char** argv);  // handover.cc
 // other ranks return 0. handover.cc.
 int FailBeforeMpi(const Error& e);
 
-// The job `run` and `calibrate` execute: loaded and resolved, its execution.timeout_s sized
-// from the predicted step when the job leaves it out (sim/simulate.h). cmd_run.cc.
-Expected<ResolvedJob> LoadJobToExecute(const std::string& path);
+// The job `run` and `calibrate` execute: loaded and resolved, simulated once (a row per world
+// rank), its execution.timeout_s sized from the predicted step when the job leaves it out
+// (sim/simulate.h). `predicted` is absent only where simulate failed on a job that gives its
+// own timeout (the run then says what is wrong). cmd_run.cc.
+struct JobToExecute {
+  ResolvedJob job;
+  std::optional<Report> predicted;
+};
+Expected<JobToExecute> LoadJobToExecute(const std::string& path);
 
 // `run` and `calibrate` on the CPU backend with a cpu-device job: bad input where the ranks on
-// this machine need more memory than it has available (simulate's predicted peaks, which the
-// CPU backend allocates byte for byte), before anything is allocated. A collective over
+// this machine need more memory than it has available (the predicted peaks, which the CPU
+// backend allocates byte for byte), before anything is allocated. A collective over
 // MPI_COMM_WORLD. cmd_run.cc.
-Status CheckHostMemory(const ResolvedJob& job, const std::string& backend);
+Status CheckHostMemory(const JobToExecute& j, const std::string& backend);
 
 int CmdSimulate(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedule(int argc, char** argv);   // cmd_simulate.cc

@@ -128,13 +128,15 @@ Expected<SimResult> Simulate(const ResolvedJob& job, const SimulateOptions& opts
   return SimulateWithCosts(job, JobCostTable(job), opts);
 }
 
-Expected<double> SizeRunTimeout(ResolvedJob& job) {
+Expected<double> SizeRunTimeout(ResolvedJob& job, std::optional<double> predicted_step_ms) {
   double& t = job.config.execution.timeout_s;
   if (t > 0) return t;
-  auto sim = Simulate(job, {.record_timeline = false, .per_world_rank = false});
-  if (!sim) return sim.error();
-  t = std::min(86400.0,
-               kTimeoutStepFactor * sim->report.iteration_time_ms * 1e-3 + kTimeoutMarginS);
+  if (!predicted_step_ms) {
+    auto sim = Simulate(job, {.record_timeline = false, .per_world_rank = false});
+    if (!sim) return sim.error();
+    predicted_step_ms = sim->report.iteration_time_ms;
+  }
+  t = std::min(86400.0, kTimeoutStepFactor * *predicted_step_ms * 1e-3 + kTimeoutMarginS);
   return t;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,10 @@ SimResult SimulateWithCosts(const ResolvedJob& job, CostTable costs, const Simul
 // the predicted step + kTimeoutMarginS (start-up, first use of the links, a loaded machine),
 // at most 86400 s. A stopped rank is then noticed seconds after a short step would have ended,
 // not after minutes. Sets execution.timeout_s in `job` and returns it; a given one is kept.
+// `predicted_step_ms`: the step where the caller has simulated the job already.
 inline constexpr double kTimeoutStepFactor = 10;
 inline constexpr double kTimeoutMarginS = 15;
-Expected<double> SizeRunTimeout(ResolvedJob& job);
+Expected<double> SizeRunTimeout(ResolvedJob& job, std::optional<double> predicted_step_ms = {});
 
 // What the engine's statistics hand the report builder (job/report_builder.h).
 StepRecord StepRecordOf(const SimStats& stats);

@@ -494,6 +494,14 @@ TEST(RunTimeout, SizedFromThePredictedStepUnlessGiven) {
   auto fresh = ParseJob(base, "t.yaml");
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(WriteJobConfig(fresh->config).find("timeout_s"), std::string::npos);
+  // A step the caller predicted already (run simulates once, per world rank) is used as given:
+  // 10 x 2 s + 15 s.
+  auto t2 = SizeRunTimeout(*fresh, 2000.0);
+  ASSERT_TRUE(t2.ok());
+  EXPECT_NEAR(*t2, 35.0, 1e-9);
+  auto g2 = SizeRunTimeout(*given, 2000.0);  // a given timeout still wins
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(*g2, 7);
 }
 
 }  // namespace

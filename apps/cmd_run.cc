@@ -20,6 +20,7 @@
 #include "schedule/csv.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "schedule/trace_read.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
 
@@ -284,12 +285,18 @@ int CmdRun(int argc, char** argv) {
       if (path.empty()) continue;
       if (Status s = WriteFileAtomic(path, text); !s) return mpi.Fail(s.error(), true);
     }
+    std::int64_t trace_bytes = 0;
     if (!args->trace.empty()) {
-      if (Status s = WriteTraceFile(args->trace, res->timeline, job->path() + " (measured)"); !s) {
+      if (Status s =
+              WriteTraceFile(args->trace, res->timeline, job->path() + " (measured)", &trace_bytes);
+          !s) {
         return mpi.Fail(s.error(), true);
       }
     }
     status = PrintRun(*job, *args, *res);
+    if (const std::string note = TraceTooLargeToReadNote(args->trace, trace_bytes); !note.empty()) {
+      std::printf("note: %s\n", note.c_str());
+    }
   }
   return mpi.BroadcastStatus(status);
 }

@@ -17,6 +17,7 @@
 #include "schedule/generators.h"
 #include "schedule/report.h"
 #include "schedule/trace.h"
+#include "schedule/trace_read.h"
 #include "sim/ascii.h"
 #include "sim/known_misses.h"
 #include "sim/profile.h"
@@ -290,8 +291,9 @@ int CmdSimulate(int argc, char** argv) {
   // Paths were checked before any work; the report's text is built first, the trace (possibly
   // large, streamed) is written next, the report last.
   const std::string report = a->Has("report") ? ReportToJson(res->report) : "";
+  std::int64_t trace_bytes = 0;
   if (a->Has("trace")) {
-    if (Status s = WriteTraceFile(a->Get("trace"), res->timeline, job->path()); !s) {
+    if (Status s = WriteTraceFile(a->Get("trace"), res->timeline, job->path(), &trace_bytes); !s) {
       return Fail(s.error());
     }
   }
@@ -299,6 +301,10 @@ int CmdSimulate(int argc, char** argv) {
     if (Status s = WriteFileAtomic(a->Get("report"), report); !s) return Fail(s.error());
   }
   PrintSummary(*job, *res, fsdp, rebalance);
+  if (const std::string note = TraceTooLargeToReadNote(a->Get("trace"), trace_bytes);
+      !note.empty()) {
+    std::printf("note: %s\n", note.c_str());
+  }
   if (a->Has("ascii")) {
     std::printf("\n%s", AsciiTimeline(res->timeline, job->schedule.StagesPerRank()).c_str());
   }

@@ -120,14 +120,18 @@ std::string TraceJson(const Timeline& t, const std::string& title) {
   return all;
 }
 
-Status WriteTraceFile(const std::string& path, const Timeline& t, const std::string& title) {
+Status WriteTraceFile(const std::string& path, const Timeline& t, const std::string& title,
+                      std::int64_t* json_bytes) {
   auto w = AtomicFileWriter::Open(path, CompressionFor(path));
   if (!w) return w.error();
   Status status = OkStatus();
+  std::int64_t bytes = 0;
   StreamTraceJson(t, title, [&](std::string_view piece) {
+    bytes += static_cast<std::int64_t>(piece.size());
     if (status) status = w->Write(piece);
   });
   if (!status) return status;
+  if (json_bytes) *json_bytes = bytes;
   return w->Commit();
 }
 

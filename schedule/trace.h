@@ -9,6 +9,7 @@
 //   std::string text = TraceJson(sim->timeline, "1f1b");   // the same bytes, uncompressed
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -23,7 +24,9 @@ using TraceSink = std::function<void(std::string_view)>;
 
 void StreamTraceJson(const Timeline& t, const std::string& title, const TraceSink& sink);
 std::string TraceJson(const Timeline& t, const std::string& title);
-// Writes the trace atomically, gzip-compressed when `path` ends in ".gz".
-Status WriteTraceFile(const std::string& path, const Timeline& t, const std::string& title);
+// Writes the trace atomically, gzip-compressed when `path` ends in ".gz"; `json_bytes`, where
+// given, receives the size of its JSON text (before compression).
+Status WriteTraceFile(const std::string& path, const Timeline& t, const std::string& title,
+                      std::int64_t* json_bytes = nullptr);
 
 }  // namespace pipetwin

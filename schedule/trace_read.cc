@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -237,6 +238,17 @@ Expected<std::string> ReadTraceFile(const std::string& path, const std::string& 
   }
   if (auto n = CheckTraceJson(*text, path, what, sink); !n) return n.error();
   return text;
+}
+
+std::string TraceTooLargeToReadNote(const std::string& path, std::int64_t json_bytes) {
+  if (json_bytes <= kMaxTraceBytes) return {};
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.0f MiB", static_cast<double>(json_bytes) / (1 << 20));
+  return path + " holds " + mib +
+         " of trace events (as JSON, before compression); compare "
+         "reads a trace back up to " +
+         std::to_string(kMaxTraceBytes >> 20) +
+         " MiB: a job with fewer microbatches or ranks gives a trace it can read";
 }
 
 }  // namespace pipetwin

@@ -24,6 +24,10 @@ namespace pipetwin {
 // pp 64 × 1,024 microbatches is about 100 MB).
 inline constexpr std::int64_t kMaxTraceBytes = 256LL << 20;
 
+// Said where a trace just written is larger than `compare` reads back (`json_bytes` of JSON text,
+// before compression); empty where it is not.
+std::string TraceTooLargeToReadNote(const std::string& path, std::int64_t json_bytes);
+
 // A compute action on the compute stream (tid 0): its rank (pid) and duration (dur, in µs).
 struct ComputeSlice {
   std::int64_t rank = 0;

@@ -464,11 +464,25 @@ TEST(Trace, ReadsBackWhatItWrote) {
   // Written gzip-compressed, read back (by its magic bytes) as the same text.
   const std::string path =
       (std::filesystem::temp_directory_path() / "pipetwin_trace_read_back.json.gz").string();
-  ASSERT_TRUE(WriteTraceFile(path, r.timeline, "t").ok());
+  std::int64_t json_bytes = -1;
+  ASSERT_TRUE(WriteTraceFile(path, r.timeline, "t", &json_bytes).ok());
+  EXPECT_EQ(json_bytes, static_cast<std::int64_t>(t.size()));  // the JSON, not the .gz
+  EXPECT_LT(static_cast<std::int64_t>(std::filesystem::file_size(path)), json_bytes);
   auto back = ReadTraceFile(path, "--predicted-trace");
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(*back, t);
   std::filesystem::remove(path);
+}
+
+TEST(Trace, AWrittenTraceCompareCannotReadIsSaid) {
+  // compare reads back at most kMaxTraceBytes (256 MiB) of JSON: a trace at the limit gets no
+  // note, one byte more names the file, its size and the limit.
+  EXPECT_EQ(TraceTooLargeToReadNote("t.json", kMaxTraceBytes), "");
+  EXPECT_EQ(TraceTooLargeToReadNote("t.json", 1000), "");
+  const std::string note = TraceTooLargeToReadNote("t.json.gz", 1200LL << 20);
+  EXPECT_EQ(note.rfind("t.json.gz holds 1200 MiB of trace events", 0), 0u) << note;
+  EXPECT_NE(note.find("up to 256 MiB"), std::string::npos) << note;
+  EXPECT_NE(TraceTooLargeToReadNote("t.json", kMaxTraceBytes + 1), "");
 }
 
 TEST(RunTimeout, SizedFromThePredictedStepUnlessGiven) {

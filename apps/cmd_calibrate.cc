@@ -2,6 +2,7 @@
 // each action costs, for `simulate --profile` (exec/calibrate.h).
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,6 +94,8 @@ int CmdCalibrate(int argc, char** argv) {
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
   try {
     res = exec::Calibrate(*job, args->opts);
+  } catch (const std::bad_alloc&) {
+    return mpi.Fail(OutOfHostMemory(*loaded_job, rank), true);
   } catch (const std::exception& e) {
     return mpi.Fail(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
   }

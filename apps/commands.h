@@ -44,6 +44,10 @@ Expected<JobToExecute> LoadJobToExecute(const std::string& path);
 // MPI_COMM_WORLD. cmd_run.cc.
 Status CheckHostMemory(const JobToExecute& j, const std::string& backend);
 
+// What a rank says when an allocation failed part way (std::bad_alloc): its predicted peak, and
+// why the checks before the start may not have caught it. cmd_run.cc.
+Error OutOfHostMemory(const JobToExecute& j, int world_rank);
+
 int CmdSimulate(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedule(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedules(int argc, char** argv);  // cmd_simulate.cc

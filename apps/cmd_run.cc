@@ -211,7 +211,8 @@ const RankReport* PredictedRow(const JobToExecute& j, int world_rank) {
 // Ranks that need more than the machine has would end in std::bad_alloc or the kernel's OOM
 // killer part way through: refused before anything is allocated, naming the figures. The
 // predicted peak leaves out the workspace inside an action, so a job just under the line may
-// still not fit. A collective over MPI_COMM_WORLD.
+// still not fit. Each rank also checks its own address-space limit (below). A collective over
+// MPI_COMM_WORLD.
 Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
   const ResolvedJob& job = j.job;
   if (backend != "cpu" || job.config.cluster.device.name != "cpu") return OkStatus();

@@ -40,7 +40,8 @@ Expected<JobToExecute> LoadJobToExecute(const std::string& path);
 
 // `run` and `calibrate` on the CPU backend with a cpu-device job: bad input where the ranks on
 // this machine need more memory than it has available (the predicted peaks, which the CPU
-// backend allocates byte for byte), before anything is allocated. A collective over
+// backend allocates byte for byte), or where this rank's peak and the BLAS library's buffers
+// exceed what its `ulimit -v` leaves, before anything is allocated. A collective over
 // MPI_COMM_WORLD. cmd_run.cc.
 Status CheckHostMemory(const JobToExecute& j, const std::string& backend);
 

@@ -1,8 +1,6 @@
 // `mpirun -np N pipetwin calibrate --backend cpu JOB.yaml --out PROFILE.yaml`: measure what
 // each action costs, for `simulate --profile` (exec/calibrate.h).
 #include <cstdio>
-#include <exception>
-#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,10 +9,8 @@
 #include "apps/commands.h"
 #include "exec/calibrate.h"
 #include "exec/mpi_session.h"
-#include "exec/mpi_util.h"
 #include "job/job.h"
 #include "schedule/csv.h"
-#include "sim/simulate.h"
 
 namespace pipetwin {
 namespace {
@@ -76,28 +72,15 @@ int CmdCalibrate(int argc, char** argv) {
   if (auto rc = HandOverBackend(argc, argv)) return *rc;
   exec::MpiSession mpi;
   const int rank = mpi.rank();
-  // Bad input is the same on every process: they agree on it first; one says it and exits 2,
-  // every one leaves through MPI_Finalize (exec/mpi_util.h). Any later failure stops every rank.
-  std::optional<JobToExecute> loaded_job;
-  const ResolvedJob* job = nullptr;
-  const Status ready = [&]() -> Status {
-    auto loaded = LoadJobToExecute(args->job);
-    if (!loaded) return loaded.error();
-    loaded_job.emplace(std::move(*loaded));
-    job = &loaded_job->job;
-    return OkStatus();
-  }();
-  if (Status s = exec::AgreeAcrossWorld(ready); !s) return mpi.Fail(s.error(), false);
-  if (Status s = exec::AgreeAcrossWorld(CheckHostMemory(*loaded_job, args->opts.backend)); !s) {
-    return mpi.Fail(s.error(), false);
-  }
+  // Any failure after the start stops every rank.
+  int exit_status = 0;
+  const std::optional<JobToExecute> loaded =
+      StartExecution(mpi, args->job, args->opts.backend, nullptr, &exit_status);
+  if (!loaded) return exit_status;
+  const ResolvedJob* job = &loaded->job;
   Expected<exec::CalibrateResult> res = Error::Failure("not run");
-  try {
-    res = exec::Calibrate(*job, args->opts);
-  } catch (const std::bad_alloc&) {
-    return mpi.Fail(OutOfHostMemory(*loaded_job, rank), true);
-  } catch (const std::exception& e) {
-    return mpi.Fail(Error::Failure("rank " + std::to_string(rank) + ": " + e.what()), true);
+  if (Status s = CatchOnRank(*loaded, rank, [&] { res = exec::Calibrate(*job, args->opts); }); !s) {
+    return mpi.Fail(s.error(), true);
   }
   if (!res) return mpi.Fail(res.error(), rank == 0 || res.error().code != ErrorCode::kBadInput);
   if (res->root) {

@@ -4,6 +4,7 @@
 //   if (cmd == "compare") return CmdCompare(argc, argv);
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,10 @@
 #include "schedule/report.h"
 
 namespace pipetwin {
+
+namespace exec {
+class MpiSession;
+}  // namespace exec
 
 // The command line: dispatches argv[1] to a subcommand; exceptions become "internal error"
 // (exit 1). Registers no backend: the caller's main() does (entry_cpu.cc, entry_cuda.cc).
@@ -31,23 +36,30 @@ int FailBeforeMpi(const Error& e);
 // The job `run` and `calibrate` execute: loaded and resolved, simulated once (a row per world
 // rank), its execution.timeout_s sized from the predicted step when the job leaves it out
 // (sim/simulate.h). `predicted` is absent only where simulate failed on a job that gives its
-// own timeout (the run then says what is wrong). cmd_run.cc.
+// own timeout (the run then says what is wrong).
 struct JobToExecute {
   ResolvedJob job;
   std::optional<Report> predicted;
 };
-Expected<JobToExecute> LoadJobToExecute(const std::string& path);
 
-// `run` and `calibrate` on the CPU backend with a cpu-device job: bad input where the ranks on
-// this machine need more memory than it has available (the predicted peaks, which the CPU
-// backend allocates byte for byte), or where this rank's peak and the BLAS library's buffers
-// exceed what its `ulimit -v` leaves, before anything is allocated. A collective over
-// MPI_COMM_WORLD. cmd_run.cc.
-Status CheckHostMemory(const JobToExecute& j, const std::string& backend);
+// The start `run` and `calibrate` share, on every rank, after MPI started: the job loaded as
+// above, then `also` where given (the command's own checks, such as run's --profile), the
+// ranks agreed on both (exec::AgreeAcrossWorld), and then on the host memory: on the CPU
+// backend with a cpu-device job, bad input where the ranks on this machine need more than it
+// has available (the predicted peaks, which the CPU backend allocates byte for byte) or where
+// this rank's peak and the BLAS library's buffers exceed what its `ulimit -v` leaves, before
+// anything is allocated. Where any of it fails one rank has said why (exit 2 for bad input),
+// the job is absent and *exit_status holds what the command returns. execute.cc.
+std::optional<JobToExecute> StartExecution(exec::MpiSession& mpi, const std::string& path,
+                                           const std::string& backend,
+                                           const std::function<Status(const ResolvedJob&)>& also,
+                                           int* exit_status);
 
-// What a rank says when an allocation failed part way (std::bad_alloc): its predicted peak, and
-// why the checks before the start may not have caught it. cmd_run.cc.
-Error OutOfHostMemory(const JobToExecute& j, int world_rank);
+// Runs `body` on this rank; what it throws becomes the rank's error: a timeout as it reads (it
+// names the rank, the action and the peer), a failed allocation (std::bad_alloc) as "rank N: out
+// of memory" with the rank's predicted peak and why the checks at the start may not have caught
+// it, anything else as "rank N: what". execute.cc.
+Status CatchOnRank(const JobToExecute& j, int world_rank, const std::function<void()>& body);
 
 int CmdSimulate(int argc, char** argv);   // cmd_simulate.cc
 int CmdSchedule(int argc, char** argv);   // cmd_simulate.cc

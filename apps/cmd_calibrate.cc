@@ -65,11 +65,9 @@ Expected<CalibrateArgs> ParseCalibrate(int argc, char** argv, bool* help) {
 int CmdCalibrate(int argc, char** argv) {
   bool help = false;
   auto args = ParseCalibrate(argc, argv, &help);
-  if (args && help) return 0;
-  // A bad command line is said before MPI starts (exit 2, whatever the backend).
-  if (!args) return FailBeforeMpi(args.error());
-  // Before MPI starts: this process may become pipetwin-cuda.
-  if (auto rc = HandOverBackend(argc, argv)) return *rc;
+  if (auto rc = EndBeforeMpi(args ? OkStatus() : Status(args.error()), help, argc, argv)) {
+    return *rc;
+  }
   exec::MpiSession mpi;
   const int rank = mpi.rank();
   // Any failure after the start stops every rank.

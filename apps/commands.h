@@ -32,6 +32,10 @@ std::optional<int> HandOverBackend(int argc, char** argv);  // handover.cc
 // launcher's rank 0, or a process without mpirun, says it and returns its exit status (2); the
 // other ranks return 0. handover.cc.
 int FailBeforeMpi(const Error& e);
+// Where `run` or `calibrate` ends before MPI starts, its exit status: 0 for --help, a bad
+// command line (`parsed` failed) through FailBeforeMpi, or the hand-over to pipetwin-cuda
+// (HandOverBackend). Nothing where the command goes on to start MPI. handover.cc.
+std::optional<int> EndBeforeMpi(const Status& parsed, bool help, int argc, char** argv);
 
 // The job `run` and `calibrate` execute: loaded and resolved, simulated once (a row per world
 // rank), its execution.timeout_s sized from the predicted step when the job leaves it out

@@ -58,4 +58,12 @@ std::optional<int> HandOverBackend(int argc, char** argv) {
   return fail("cannot start " + cuda.string() + ": " + std::strerror(errno));
 }
 
+std::optional<int> EndBeforeMpi(const Status& parsed, bool help, int argc, char** argv) {
+  if (parsed && help) return 0;
+  // A bad command line is said before MPI starts (exit 2, whatever the backend).
+  if (!parsed) return FailBeforeMpi(parsed.error());
+  // This process may become pipetwin-cuda.
+  return HandOverBackend(argc, argv);
+}
+
 }  // namespace pipetwin

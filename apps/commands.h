@@ -59,8 +59,8 @@ std::optional<JobToExecute> StartExecution(exec::MpiSession& mpi, const std::str
                                            const std::function<Status(const ResolvedJob&)>& also,
                                            int* exit_status);
 
-// Runs `body` on this rank; what it throws becomes the rank's error: a timeout as it reads (it
-// names the rank, the action and the peer), a failed allocation (std::bad_alloc) as "rank N: out
+// Runs `body` on this rank; what it throws becomes the rank's error: a timeout or a failed MPI
+// call as it reads (each names the rank), a failed allocation (std::bad_alloc) as "rank N: out
 // of memory" with the rank's predicted peak and why the checks at the start may not have caught
 // it, anything else as "rank N: what". execute.cc.
 Status CatchOnRank(const JobToExecute& j, int world_rank, const std::function<void()>& body);

@@ -196,6 +196,8 @@ Status CatchOnRank(const JobToExecute& j, int world_rank, const std::function<vo
     body();
   } catch (const exec::TimeoutError& e) {
     return Error::Failure(e.what());  // names the rank, the action and the peer already
+  } catch (const exec::MpiError& e) {
+    return Error::Failure(e.what());  // names the call, where it was made and the rank
   } catch (const std::bad_alloc&) {
     return OutOfHostMemory(j, world_rank);
   } catch (const std::exception& e) {

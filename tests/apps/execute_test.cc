@@ -43,6 +43,15 @@ TEST(CatchOnRank, ATimeoutReadsAsItIs) {
   EXPECT_EQ(s.error().code, ErrorCode::kFailure);
 }
 
+TEST(CatchOnRank, AFailedMpiCallReadsAsItIs) {
+  // PT_MPI_CHECK names the call, the place and the rank (exec/mpi_util.cc).
+  const std::string what = "exec/host_comm.cc:40: rank 1: MPI_Iallreduce(...) failed: MPI_ERR_COMM";
+  const Status s = CatchOnRank(JobToExecute{}, 1, [&] { throw exec::MpiError(what); });
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, what);
+  EXPECT_EQ(s.error().code, ErrorCode::kFailure);
+}
+
 TEST(CatchOnRank, AFailedAllocationSaysOutOfMemoryAndThePredictedPeak) {
   const Status s =
       CatchOnRank(WithPredictedPeak(2, std::int64_t{3} << 30), 2, [] { throw std::bad_alloc(); });

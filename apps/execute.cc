@@ -121,13 +121,19 @@ Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
     }
   }
   // Each rank is a process of its own: its address space may be limited too (ulimit -v). Beyond
-  // the tensors it maps the BLAS library's buffers (128 MiB a thread in OpenBLAS) and malloc's
-  // arenas: a rank predicted at 3.84 GiB on 2 cores mapped 0.15 GiB more than that after this
-  // check, and with 0.09 GiB to spare OpenBLAS spun forever in a failing malloc. So the check
-  // keeps 128 MiB + 128 MiB per hardware thread free.
+  // the tensors, a rank maps a buffer for each thread that runs its GEMMs (OpenBLAS; the
+  // library's other threads and everything else are mapped already, in VmSize) and malloc's
+  // arenas. Measured on 2 cores (2026-11-29, GPT-3 1.3B's width on 2 ranks, 2.30 GiB predicted
+  // a rank): the peak VmSize less the VmSize at this check exceeded the prediction by 0.14 GiB
+  // with execution.threads 1 and 0.28 GiB with 2, and with 0.09 GiB to spare OpenBLAS spun
+  // forever in a failing malloc. So the check keeps 128 MiB + 160 MiB per GEMM thread free
+  // (execution.threads, at most the hardware threads: OpenBLAS runs no more), not per hardware
+  // thread, which on a 64-core machine would have asked 8 GiB of every rank.
   constexpr std::int64_t kMiB = 1 << 20;
-  const std::int64_t headroom =
-      128 * kMiB + 128 * kMiB * std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+  const std::int64_t gemm_threads =
+      std::clamp<std::int64_t>(job.config.execution.threads, 1,
+                               std::max<std::int64_t>(1, std::thread::hardware_concurrency()));
+  const std::int64_t headroom = 128 * kMiB + 160 * kMiB * gemm_threads;
   std::int64_t limit = 0;
   const RankReport* mine = PredictedRow(j, exec::WorldRank());
   const std::optional<std::int64_t> left = AddressSpaceLeft(&limit);
@@ -135,8 +141,10 @@ Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
   return Error::BadInput(
       job.path() + ": rank " + std::to_string(mine->rank) + " needs " +
       Gib(mine->peak_memory_bytes) + " (simulate's predicted peak on the cpu device) and " +
-      Gib(headroom) + " more for the BLAS library's buffers, and its address space is limited to " +
-      Gib(limit) + " (RLIMIT_AS, ulimit -v), " + Gib(*left) +
+      Gib(headroom) + " more for the BLAS library's buffers (" + std::to_string(gemm_threads) +
+      " GEMM thread" + (gemm_threads == 1 ? "" : "s") +
+      ", execution.threads), and its address space is limited to " + Gib(limit) +
+      " (RLIMIT_AS, ulimit -v), " + Gib(*left) +
       " of it left: raise the limit or make the model smaller (model.layers, hidden, seq_len, "
       "training.micro_batch)");
 }

@@ -19,6 +19,7 @@
 #include "exec/straggler_backend.h"
 #include "job/report_builder.h"
 #include "models/costs.h"
+#include "models/cpu_inventory.h"
 #include "models/model.h"
 #include "models/placement.h"
 #include "models/training.h"
@@ -88,20 +89,7 @@ void Barrier(double timeout_s, const char* what) {
 
 Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelConfig& m,
                                     int micro_batch, std::uint64_t seed) {
-  if (m.mlp != models::Mlp::kGelu || m.norm != models::Norm::kLayerNorm ||
-      m.position != models::Position::kLearned) {
-    return job.source.At(
-        "model",
-        "the CPU backend runs a GPT-style decoder (mlp: gelu, norm: layernorm, learned "
-        "positions); this model has mlp " +
-            std::string(models::ToString(m.mlp)) + ", norm " +
-            std::string(models::ToString(m.norm)));
-  }
-  if (m.kv_heads != m.heads) {
-    return job.source.At(
-        "model.kv_heads",
-        "the CPU backend has no grouped-query attention: kv_heads must equal heads");
-  }
+  if (auto bad = models::ExecutorModelMismatch(m)) return job.source.At(bad->key, bad->message);
   gpt::ModelConfig c;
   c.layers = m.layers;
   c.hidden = m.hidden;

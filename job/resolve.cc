@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "job/job.h"
+#include "models/cpu_inventory.h"
 #include "models/dp_sync.h"
 #include "models/param_server.h"
 #include "schedule/build.h"
@@ -267,6 +268,11 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   // layers split over the stages) before anything large is built or priced: a job both wrong
   // and huge fails at once, with the message about what is wrong.
   if (config.has_model && !config.costs) {
+    if (cl.device.name == "cpu") {
+      if (auto bad = models::ExecutorModelMismatch(config.model)) {
+        return config.source.At(bad->key, bad->message);
+      }
+    }
     const int stages = config.IsCsvSchedule() ? 0 : config.parallel.pp * config.parallel.vpp;
     if (Status s = models::CheckCostInputs(CostInputsOf(config, job.microbatches), stages); !s) {
       return Error::BadInput(config.source.Where("model") + ": " + s.error().message);

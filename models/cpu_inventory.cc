@@ -1,6 +1,9 @@
 #include "models/cpu_inventory.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/comm.h"
@@ -108,6 +111,47 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   m.activations_i_transient = peak * kF;
   m.boundary_bytes = r * h * kF;
   return m;
+}
+
+std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
+  auto differs = [](std::string key, const std::string& what) {
+    return ModelMismatch{std::move(key),
+                         "the executor's decoder (what run and calibrate execute on every "
+                         "backend, and what cluster.device cpu predicts) " +
+                             what};
+  };
+  auto has = [](std::string_view key, std::string_view v) {
+    return "; this model has " + std::string(key) + " " + std::string(v);
+  };
+  if (m.mlp != Mlp::kGelu) {
+    return differs("model.mlp", "has a GeLU MLP: write mlp: gelu" + has("mlp", ToString(m.mlp)));
+  }
+  if (m.norm != Norm::kLayerNorm) {
+    return differs("model.norm",
+                   "has LayerNorm: write norm: layernorm" + has("norm", ToString(m.norm)));
+  }
+  if (m.position != Position::kLearned) {
+    return differs("model.position", "has learned positions: write position: learned" +
+                                         has("position", ToString(m.position)));
+  }
+  if (m.kv_heads != m.heads) {
+    return differs("model.kv_heads", "has no grouped-query attention: kv_heads must equal heads (" +
+                                         std::to_string(m.heads) + ")" +
+                                         has("kv_heads", std::to_string(m.kv_heads)));
+  }
+  if (!m.bias) {
+    return differs("model.bias", "has biases in its linear layers: write bias: true");
+  }
+  if (m.tied_embeddings) {
+    return differs("model.tied_embeddings",
+                   "keeps its output layer apart from the embedding: write tied_embeddings: false "
+                   "(the GPT-3 presets tie them)");
+  }
+  if (m.dropout) {
+    return differs("model.dropout",
+                   "runs no dropout: write dropout: false (the GPT-3 presets have it on)");
+  }
+  return std::nullopt;
 }
 
 }  // namespace pipetwin::models

@@ -36,7 +36,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
+#include "models/model.h"
 #include "models/training.h"
 
 namespace pipetwin::models {
@@ -76,5 +79,17 @@ struct CpuChunkMemory {
 };
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
+
+// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, LayerNorm, learned
+// positions, full multi-head attention, biases, an output layer apart from the embedding, no
+// dropout. Where `m` is another model, the first `model:` key that says so and what to write
+// instead: `run` and `calibrate` refuse such a job (the step run would not be the one described),
+// and so does `cluster.device: cpu`, the executor's own machine, whose inventory above holds this
+// decoder only. Nothing when `m` is that decoder.
+struct ModelMismatch {
+  std::string key;      // "model.dropout"
+  std::string message;  // what the executor runs and what to write
+};
+std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m);
 
 }  // namespace pipetwin::models

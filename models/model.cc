@@ -67,6 +67,10 @@ ModelConfig Tiny() {
   m.kv_heads = 4;
   m.vocab = 128;
   m.seq_len = 32;
+  // The executor's decoder (ExecutorModelMismatch, models/cpu_inventory.h): GPT's, with the
+  // output layer apart from the embedding and no dropout.
+  m.tied_embeddings = false;
+  m.dropout = false;
   return m;
 }
 

@@ -516,7 +516,8 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, no dropout, no ZeRO.
+// attention, no ZeRO; the executor's decoder on every backend (no dropout, among others) is
+// checked before a backend is made (models::ExecutorModelMismatch, in exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
   if (c.parallel.zero > 0) {
@@ -532,13 +533,6 @@ Status CheckCudaJob(const ResolvedJob& job) {
     return c.source.At("training.flash_attention",
                        "the CUDA backend's attention is unfused: use flash_attention: false "
                        "(on by default for h100-sxm-80gb and h200-sxm-141gb jobs)");
-  }
-  // The model prices (and the GPU inventory counts) dropout's masks where the job's model has
-  // dropout; the backend runs none, so such a step would not be the step predicted.
-  if (c.has_model && c.model.dropout) {
-    return c.source.At("model.dropout",
-                       "the CUDA backend runs no dropout: use model: {dropout: false} with "
-                       "--backend cuda (GPT-3 presets and tiny have dropout on by default)");
   }
   return OkStatus();
 }

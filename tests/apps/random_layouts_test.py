@@ -106,6 +106,10 @@ def simulate_job(rng):
         cluster["dp_reduction"] = c(["auto", "ring", "tree"])
     if rng.random() < 0.1:
         cluster["compute"] = {"comm_hbm_touches": c([0, 16]), "gemm_efficiency": c([0.01, 1.0])}
+    if cluster["device"] == "cpu" and rng.random() < 0.8:
+        # Mostly the executor's decoder, which the cpu device models; else refused (exit 2).
+        model.update(kv_heads=heads, mlp="gelu", norm="layernorm", position="learned",
+                     tied_embeddings=False, bias=True, dropout=False)
     return {"schedule": schedule, "parallel": par, "model": model, "training": training,
             "cluster": cluster}
 

@@ -4,7 +4,9 @@
 # over the CP ranks, by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
 # (simulated only) by `run`; training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
-# selective is not refused: it simulates, and runs (recompute_test.sh checks it).
+# selective is not refused: it simulates, and runs (recompute_test.sh checks it). A model
+# other than the executor's decoder (GeLU, LayerNorm, learned positions, full multi-head
+# attention, biases, untied, no dropout) by `run` and by `simulate` on the cpu device.
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
@@ -43,6 +45,27 @@ variant fp8 "s/^training: {/training: {precision: fp8, /" "precision: fp8"
 refused 2 "precision fp8" training.precision
 variant remainders "s/^training: {/training: {master_weights: remainders, /" "master_weights: remainders"
 refused 2 "master_weights remainders" training.master_weights simulate
+# The executor's decoder (models::ExecutorModelMismatch): a model with any other architecture
+# is refused by `run` on every backend and by `simulate` on the cpu device (its machine), each
+# naming the first key that differs. The tiny preset is that decoder.
+for spec in "mlp: swiglu|model.mlp" "norm: rmsnorm|model.norm" "position: rope|model.position" \
+    "kv_heads: 2|model.kv_heads" "bias: false|model.bias" \
+    "tied_embeddings: true|model.tied_embeddings" "dropout: true|model.dropout"; do
+  keys=${spec%%|*}
+  variant "model-${keys%%:*}" "s/^model: {/model: {$keys, /" "$keys"
+  refused 2 "$keys" "${spec##*|}" simulate
+done
+# On a GPU device simulate prices dropout; run still refuses it: the executor runs none.
+variant a100-dropout "s/^model: {/model: {dropout: true, /; s/device: cpu/device: a100-sxm-80gb/" \
+  "device: a100-sxm-80gb"
+refused 2 "dropout: true on an A100 job" model.dropout
+if out=$("$bin" simulate "$job" 2>&1); then
+  echo "ok   simulate prices dropout on an A100"
+else
+  echo "FAIL simulate dropout on an A100"
+  echo "$out" | tail -3
+  bad=1
+fi
 for mode in none full selective; do
   variant "cp2-$mode" "s/^training: {/training: {recompute: $mode, /" "recompute: $mode"
   if out=$("$bin" simulate "$job" 2>&1); then

@@ -283,8 +283,14 @@ TEST(CostsTest, DpReductionWithoutOverlapIsClosedForm) {
 TEST(CostsTest, ReductionsWaitForTheFlushUnlessOverlapped) {
   for (const char* device : {"a100-sxm-80gb", "cpu"}) {
     std::string plain_job = DpJob(""), ov_job = DpJob(", overlap: {grad_reduce: true}");
-    plain_job.replace(plain_job.find("a100-sxm-80gb"), 13, device);
-    ov_job.replace(ov_job.find("a100-sxm-80gb"), 13, device);
+    for (std::string* job : {&plain_job, &ov_job}) {
+      job->replace(job->find("a100-sxm-80gb"), 13, device);
+      // The cpu device is the executor's machine: its decoder, untied and without dropout.
+      if (std::string(device) == "cpu") {
+        job->replace(job->find("gpt3-1.3b}"), 10,
+                     "gpt3-1.3b, tied_embeddings: false, dropout: false}");
+      }
+    }
     Expected<JobCosts> plain = Costs(plain_job, 1);
     Expected<JobCosts> ov = Costs(ov_job, 1);
     ASSERT_TRUE(plain.ok() && ov.ok()) << device;
@@ -1402,7 +1408,10 @@ TEST(CostsTest, VariabilityScalesComputeByTheSlowestRank) {
   // the cpu device has none.
   Expected<JobCosts> dflt = Costs(base + "cluster: {device: a100-sxm-80gb}\n", 2);
   Expected<JobCosts> h100 = Costs(base + "cluster: {device: h100-sxm-80gb}\n", 2);
-  Expected<JobCosts> cpu = Costs(base + "cluster: {device: cpu}\n", 2);
+  std::string cpu_job = base + "cluster: {device: cpu}\n";  // the executor's decoder
+  cpu_job.replace(cpu_job.find("gpt3-1.3b}"), 10,
+                  "gpt3-1.3b, tied_embeddings: false, dropout: false}");
+  Expected<JobCosts> cpu = Costs(cpu_job, 2);
   ASSERT_TRUE(a.ok() && b.ok() && dflt.ok() && h100.ok() && cpu.ok())
       << (b.ok() ? "" : b.error().message);
   EXPECT_EQ(a->straggler_factor, 1);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <yaml-cpp/yaml.h>
+#include "models/cpu_inventory.h"
 #include "models/training.h"
 
 namespace pipetwin::models {
@@ -197,6 +198,44 @@ TEST(TrainingTest, ParsesAndRejects) {
                 .error()
                 .message.find("adam, sgd, sgd-momentum"),
             std::string::npos);
+}
+
+// The executor's decoder: the tiny preset is it; each architecture key changed alone is named,
+// with what to write; a preset is named by the first key (in mlp, norm, position, kv_heads,
+// bias, tied_embeddings, dropout order) where it differs.
+TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
+  const ModelConfig tiny = *FindPreset("tiny");
+  EXPECT_FALSE(ExecutorModelMismatch(tiny).has_value());
+  struct Case {
+    void (*change)(ModelConfig&);
+    const char* key;
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](ModelConfig& m) { m.mlp = Mlp::kSwiglu; }, "model.mlp",
+       "write mlp: gelu; this model has mlp swiglu"},
+      {[](ModelConfig& m) { m.norm = Norm::kRmsNorm; }, "model.norm", "write norm: layernorm"},
+      {[](ModelConfig& m) { m.position = Position::kRope; }, "model.position",
+       "write position: learned"},
+      {[](ModelConfig& m) { m.kv_heads = 2; }, "model.kv_heads",
+       "kv_heads must equal heads (4); this model has kv_heads 2"},
+      {[](ModelConfig& m) { m.bias = false; }, "model.bias", "write bias: true"},
+      {[](ModelConfig& m) { m.tied_embeddings = true; }, "model.tied_embeddings",
+       "write tied_embeddings: false"},
+      {[](ModelConfig& m) { m.dropout = true; }, "model.dropout",
+       "runs no dropout: write dropout: false"},
+  };
+  for (const Case& c : cases) {
+    ModelConfig m = tiny;
+    c.change(m);
+    const auto bad = ExecutorModelMismatch(m);
+    ASSERT_TRUE(bad.has_value()) << c.key;
+    EXPECT_EQ(bad->key, c.key);
+    EXPECT_NE(bad->message.find(c.says), std::string::npos) << bad->message;
+  }
+  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("gpt3-1.3b"))->key, "model.tied_embeddings");
+  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("llama3-8b"))->key, "model.mlp");
+  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.position");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 # validation loop on the CPU backend — for every schedule on 2 pipeline ranks: calibrate,
 # predict (simulate --profile), run for real under mpirun, compare — and leaves the error
 # table and the plots in results/validation/pp2/ (summary.md, iteration_time.png,
-# memory.png, timeline-*.png). About two minutes on 2 cores.
+# memory.png, timeline-*.png). Three to five minutes on 2 cores, the build included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh

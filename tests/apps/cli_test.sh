@@ -351,7 +351,7 @@ got=$(grep -o '"iteration_time_ms": [0-9.e+-]*' "$dir/top01.json" | head -1)
 # NeMo 24.07 ran Nemotron-4 340B in FP8 on 128 H100s at tp 8, pp 8, vpp 12, selective
 # recompute: plan must not refuse that layout by memory (it did before FP8's 1-byte GEMM inputs
 # and an interleaved rank's buffers were counted as they are: models/README.md), and ranks it in
-# its top 10 (2nd: the same with no recompute is 0.8% faster in the model).
+# its top 10 (2nd: the same with no recompute is 0.9% faster in the model).
 "$bin" plan "$src/examples/plan/nemotron4-340b-fp8.yaml" >"$dir/plan340.txt" 2>&1 || fail=1
 grep -Eq '^ *[0-9]+ interleaved-1f1b +8 +8 +12 +2 +1 yes +1 +1 selective ' "$dir/plan340.txt" \
   && echo "ok: plan keeps NeMo's Nemotron-4 340B FP8 layout in its top 10" \

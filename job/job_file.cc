@@ -371,6 +371,11 @@ Expected<JobConfig> ParseJobRoot(const YamlFields& f, const YAML::Node& root,
   if (!given("training", "flash_attention")) {
     job.training.flash_attention = job.cluster.device.fused_attention_by_default;
   }
+  // training.precision left out: bf16 on the GPUs, fp32 on the cpu device (the CPU executor
+  // computes in float32, and its inventory counts float32).
+  if (!given("training", "precision") && job.cluster.device.name == "cpu") {
+    job.training.precision = models::Precision::kFp32;
+  }
 
   // Chunks per rank follow from the schedule.
   const bool has_vpp = given("parallel", "vpp");

@@ -447,6 +447,13 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   }
   if (Status s = CheckModel(in.model); !s) return s.error();
   if (Status s = CheckSharding(par, in.model); !s) return s.error();
+  if (in.cluster.device.name == "cpu" && in.training.precision != Precision::kFp32) {
+    return Error::BadInput(
+        "training.precision: the cpu device is the CPU executor's machine, "
+        "which computes and keeps everything in float32: write precision: fp32 "
+        "(or leave it out); got " +
+        std::string(ToString(in.training.precision)));
+  }
   if (in.training.precision == Precision::kFp8 && in.cluster.device.peak_fp8_flops <= 0) {
     return Error::BadInput(
         "training.precision: fp8 needs FP8 tensor cores (h100-sxm-80gb, "

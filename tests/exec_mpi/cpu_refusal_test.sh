@@ -2,7 +2,8 @@
 # cpu_refusal_test.sh PIPETWIN JOBS_DIR MPIEXEC: what the CPU executor does not run is refused
 # with exit 2 and a message naming the key. parallel.cp_comm: a2a with heads that do not split
 # over the CP ranks, by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
-# (simulated only) by `run`; training.master_weights: remainders (Apex's, simulated on GPU
+# (simulated only) by `run`, bf16 and fp16 (the CPU executor is float32) by `run` on the CPU
+# backend and by `simulate` on the cpu device; training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
 # selective is not refused: it simulates, and runs (recompute_test.sh checks it). A model
 # other than the executor's decoder (GeLU, LayerNorm, learned positions, full multi-head
@@ -43,6 +44,22 @@ variant cp4-a2a-2heads "s/^parallel: {/parallel: {cp_comm: a2a, /; s/cp: 2}/cp: 
 refused 4 "cp 4, cp_comm a2a, 2 heads" parallel.cp_comm simulate
 variant fp8 "s/^training: {/training: {precision: fp8, /" "precision: fp8"
 refused 2 "precision fp8" training.precision
+# float32 only: bf16 and fp16 by run and by simulate on the cpu device; on an A100 job, by run
+# on the CPU backend while simulate prices it.
+for prec in bf16 fp16; do
+  variant "$prec" "s/^training: {/training: {precision: $prec, /" "precision: $prec"
+  refused 2 "precision $prec" training.precision simulate
+done
+variant a100-bf16 "s/^training: {/training: {precision: bf16, /; s/device: cpu/device: a100-sxm-80gb/" \
+  "device: a100-sxm-80gb"
+refused 2 "precision bf16 on an A100 job" training.precision
+if out=$("$bin" simulate "$job" 2>&1); then
+  echo "ok   simulate prices bf16 on an A100"
+else
+  echo "FAIL simulate bf16 on an A100"
+  echo "$out" | tail -3
+  bad=1
+fi
 variant remainders "s/^training: {/training: {master_weights: remainders, /" "master_weights: remainders"
 refused 2 "master_weights remainders" training.master_weights simulate
 # The executor's decoder (models::ExecutorModelMismatch): a model with any other architecture
@@ -56,7 +73,7 @@ for spec in "mlp: swiglu|model.mlp" "norm: rmsnorm|model.norm" "position: rope|m
   refused 2 "$keys" "${spec##*|}" simulate
 done
 # On a GPU device simulate prices dropout; run still refuses it: the executor runs none.
-variant a100-dropout "s/^model: {/model: {dropout: true, /; s/device: cpu/device: a100-sxm-80gb/" \
+variant a100-dropout "s/^model: {/model: {dropout: true, /; s/device: cpu/device: a100-sxm-80gb/; s/^training: {/training: {precision: fp32, /" \
   "device: a100-sxm-80gb"
 refused 2 "dropout: true on an A100 job" model.dropout
 if out=$("$bin" simulate "$job" 2>&1); then

@@ -24,12 +24,13 @@ std::string MptJob(int pp, int dp, int nodes, const std::string& recompute, int 
          "}\n"
          "model: {preset: gpt3-1.3b, layers: 32, hidden: 4096, heads: 32, vocab: 50368, "
          "seq_len: 2048, " +
-         // The cpu device is the executor's machine, whose decoder has biases, untied.
+         // The cpu device is the executor's machine: its decoder (biases, untied), in float32.
          (device == "cpu" ? "bias: true, tied_embeddings: false" : "bias: false") +
          ", dropout: false}\n"
          "training: {global_batch: " +
-         std::to_string(6 * dp) + ", micro_batch: 6, precision: bf16, recompute: " + recompute +
-         ", flash_attention: true, grad_reduce_dtype: fp32" +
+         std::to_string(6 * dp) +
+         ", micro_batch: 6, precision: " + (device == "cpu" ? "fp32" : "bf16") +
+         ", recompute: " + recompute + ", flash_attention: true, grad_reduce_dtype: fp32" +
          (zero == 3 ? ", zero3_unit: layer" : "") +
          "}\n"
          "cluster: {device: " +

@@ -243,11 +243,10 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "fp8 is simulated only (the executor's GEMMs are bf16 or fp32): use "
                          "bf16 with `run --backend cuda`, fp32 with --backend cpu");
   }
-  if (opts.backend == "cpu" && cfg.training.precision != models::Precision::kFp32) {
-    return cfg.source.At("training.precision",
-                         "the CPU backend computes in float32: use precision: fp32 with --backend "
-                         "cpu (bf16 runs on --backend cuda); got " +
-                             std::string(models::ToString(cfg.training.precision)));
+  if (opts.backend == "cpu") {
+    if (auto bad = models::CpuExecutorTrainingMismatch(cfg.training)) {
+      return cfg.source.At(bad->key, bad->message);
+    }
   }
   if (cfg.training.master_weights != models::MasterWeights::kFp32) {
     return cfg.source.At("training.master_weights",

@@ -269,9 +269,9 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   // and huge fails at once, with the message about what is wrong.
   if (config.has_model && !config.costs) {
     if (cl.device.name == "cpu") {
-      if (auto bad = models::ExecutorModelMismatch(config.model)) {
-        return config.source.At(bad->key, bad->message);
-      }
+      auto bad = models::ExecutorModelMismatch(config.model);
+      if (!bad) bad = models::CpuExecutorTrainingMismatch(config.training);
+      if (bad) return config.source.At(bad->key, bad->message);
     }
     const int stages = config.IsCsvSchedule() ? 0 : config.parallel.pp * config.parallel.vpp;
     if (Status s = models::CheckCostInputs(CostInputsOf(config, job.microbatches), stages); !s) {

@@ -447,12 +447,12 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   }
   if (Status s = CheckModel(in.model); !s) return s.error();
   if (Status s = CheckSharding(par, in.model); !s) return s.error();
-  if (in.cluster.device.name == "cpu" && in.training.precision != Precision::kFp32) {
-    return Error::BadInput(
-        "training.precision: the cpu device is the CPU executor's machine, "
-        "which computes and keeps everything in float32: write precision: fp32 "
-        "(or leave it out); got " +
-        std::string(ToString(in.training.precision)));
+  // The cpu device is the CPU executor's machine: its decoder, its training (resolve.cc says
+  // the same with the key's line; here for what prices a layout without resolving it).
+  if (in.cluster.device.name == "cpu") {
+    auto bad = ExecutorModelMismatch(in.model);
+    if (!bad) bad = CpuExecutorTrainingMismatch(in.training);
+    if (bad) return Error::BadInput(bad->key + ": " + bad->message);
   }
   if (in.training.precision == Precision::kFp8 && in.cluster.device.peak_fp8_flops <= 0) {
     return Error::BadInput(
@@ -465,11 +465,6 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
         "training.fp8_params: FP8 primary weights are not sharded by ZeRO-3 (TransformerEngine "
         "supports FSDP for its cached FP8 copies only, not for FP8 weights): use parallel.zero "
         "0, 1 or 2, or fp8_params: false");
-  }
-  if (in.cluster.device.name == "cpu" && in.training.master_weights != MasterWeights::kFp32) {
-    return Error::BadInput(
-        "training.master_weights: remainders is Apex's GPU optimizer; the CPU executor keeps "
-        "fp32 master weights (cluster.device: cpu): use fp32");
   }
   if (num_stages == 0) return std::vector<int>{};
   return SplitLayers(in.model, num_stages);

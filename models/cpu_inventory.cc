@@ -154,4 +154,38 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
   return std::nullopt;
 }
 
+std::optional<ModelMismatch> CpuExecutorTrainingMismatch(const TrainingConfig& t) {
+  auto differs = [](std::string key, const std::string& what) {
+    return ModelMismatch{std::move(key),
+                         "the CPU executor (run --backend cpu, and what "
+                         "cluster.device cpu predicts) " +
+                             what};
+  };
+  if (t.precision != Precision::kFp32) {
+    return differs("training.precision",
+                   "computes and keeps everything in float32: write precision: fp32 (the cpu "
+                   "device's default; bf16 runs on --backend cuda); got " +
+                       std::string(ToString(t.precision)));
+  }
+  if (t.master_weights != MasterWeights::kFp32) {
+    return differs("training.master_weights",
+                   "keeps fp32 master weights (remainders is Apex's GPU optimizer): write fp32");
+  }
+  if (t.grad_reduce_dtype != GradReduceDtype::kFp32) {
+    return differs("training.grad_reduce_dtype",
+                   "reduces its float32 gradients in float32: write grad_reduce_dtype: fp32");
+  }
+  if (t.overlap.tp_comm) {
+    return differs("training.overlap.tp_comm",
+                   "runs its tensor-parallel collectives in series with the GEMMs: write "
+                   "tp_comm: false");
+  }
+  if (t.overlap.param_gather) {
+    return differs("training.overlap.param_gather",
+                   "gathers ZeRO-1's parameters inside the optimizer step: write param_gather: "
+                   "false");
+  }
+  return std::nullopt;
+}
+
 }  // namespace pipetwin::models

@@ -92,4 +92,10 @@ struct ModelMismatch {
 };
 std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m);
 
+// What the CPU executor runs of `training:`: float32 throughout (master weights too), its
+// gradients reduced in float32, its TP collectives in series with the GEMMs, ZeRO-1's parameter
+// all-gather inside OPT. Where `t` asks for another, the first key that does and what to write:
+// `run` and `calibrate` on the CPU backend refuse such a job, and so does cluster.device cpu.
+std::optional<ModelMismatch> CpuExecutorTrainingMismatch(const TrainingConfig& t);
+
 }  // namespace pipetwin::models

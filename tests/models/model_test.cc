@@ -238,5 +238,40 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.position");
 }
 
+// What the CPU executor runs of training: fp32 throughout, reduced in fp32, no TP or ZeRO-1
+// gather overlap; each key changed alone is named, with what to write.
+TEST(ModelTest, CpuExecutorTrainingMismatchNamesTheKey) {
+  TrainingConfig fp32;
+  fp32.precision = Precision::kFp32;
+  EXPECT_FALSE(CpuExecutorTrainingMismatch(fp32).has_value());
+  struct Case {
+    void (*change)(TrainingConfig&);
+    const char* key;
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](TrainingConfig& t) { t.precision = Precision::kBf16; }, "training.precision",
+       "write precision: fp32 (the cpu device's default; bf16 runs on --backend cuda); got bf16"},
+      {[](TrainingConfig& t) { t.master_weights = MasterWeights::kRemainders; },
+       "training.master_weights", "write fp32"},
+      {[](TrainingConfig& t) { t.grad_reduce_dtype = GradReduceDtype::kBf16; },
+       "training.grad_reduce_dtype", "write grad_reduce_dtype: fp32"},
+      {[](TrainingConfig& t) { t.overlap.tp_comm = true; }, "training.overlap.tp_comm",
+       "write tp_comm: false"},
+      {[](TrainingConfig& t) { t.overlap.param_gather = true; }, "training.overlap.param_gather",
+       "write param_gather: false"},
+  };
+  for (const Case& c : cases) {
+    TrainingConfig t = fp32;
+    c.change(t);
+    const auto bad = CpuExecutorTrainingMismatch(t);
+    ASSERT_TRUE(bad.has_value()) << c.key;
+    EXPECT_EQ(bad->key, c.key);
+    EXPECT_NE(bad->message.find(c.says), std::string::npos) << bad->message;
+  }
+  // The GPUs' default, bf16, is the first thing the CPU executor does not run.
+  EXPECT_EQ(CpuExecutorTrainingMismatch(TrainingConfig{})->key, "training.precision");
+}
+
 }  // namespace
 }  // namespace pipetwin::models

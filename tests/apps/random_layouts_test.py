@@ -107,9 +107,12 @@ def simulate_job(rng):
     if rng.random() < 0.1:
         cluster["compute"] = {"comm_hbm_touches": c([0, 16]), "gemm_efficiency": c([0.01, 1.0])}
     if cluster["device"] == "cpu" and rng.random() < 0.8:
-        # Mostly the executor's decoder, which the cpu device models; else refused (exit 2).
+        # Mostly what the CPU executor runs, which the cpu device models; else refused (exit 2).
         model.update(kv_heads=heads, mlp="gelu", norm="layernorm", position="learned",
                      tied_embeddings=False, bias=True, dropout=False)
+        training.update(precision="fp32", grad_reduce_dtype="fp32")
+        training.pop("master_weights", None)
+        training["overlap"].update(tp_comm=False, param_gather=False)
     return {"schedule": schedule, "parallel": par, "model": model, "training": training,
             "cluster": cluster}
 

@@ -516,8 +516,9 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, no ZeRO; the executor's decoder on every backend (no dropout, among others) is
-// checked before a backend is made (models::ExecutorModelMismatch, in exec/run.cc).
+// attention, TP collectives in series (no overlap.tp_comm), no ZeRO; the executor's decoder on
+// every backend (no dropout, among others) is checked before a backend is made
+// (models::ExecutorModelMismatch, in exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
   if (c.parallel.zero > 0) {
@@ -528,6 +529,12 @@ Status CheckCudaJob(const ResolvedJob& job) {
   if (t.precision == models::Precision::kFp16) {
     return c.source.At("training.precision",
                        "the CUDA backend runs bf16 or fp32 (fp16 needs loss scaling, not built)");
+  }
+  if (t.overlap.tp_comm) {
+    return c.source.At(
+        "training.overlap.tp_comm",
+        "the CUDA backend runs its tensor-parallel collectives in series with the "
+        "GEMMs: use tp_comm: false with --backend cuda (simulate models the overlap)");
   }
   if (t.flash_attention) {
     return c.source.At("training.flash_attention",

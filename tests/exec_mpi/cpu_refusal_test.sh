@@ -40,6 +40,17 @@ refused() {
     check "simulate (cpu device) $2" $? "$out" "$3"
   fi
 }
+# answers WHAT: `simulate` of $job exits 0.
+answers() {
+  local out
+  if out=$("$bin" simulate "$job" 2>&1); then
+    echo "ok   simulate $1"
+  else
+    echo "FAIL simulate $1"
+    echo "$out" | tail -3
+    bad=1
+  fi
+}
 # a2a at cp 4 with 2 heads: each rank's share of the heads would be half a head.
 variant cp4-a2a-2heads "s/^parallel: {/parallel: {cp_comm: a2a, /; s/cp: 2}/cp: 4}/; s/^model: {/model: {heads: 2, /" "heads: 2"
 refused 4 "cp 4, cp_comm a2a, 2 heads" parallel.cp_comm simulate
@@ -62,13 +73,7 @@ done
 variant a100-bf16 "s/^training: {/training: {precision: bf16, /; s/device: cpu/device: a100-sxm-80gb/" \
   "device: a100-sxm-80gb"
 refused 2 "precision bf16 on an A100 job" training.precision
-if out=$("$bin" simulate "$job" 2>&1); then
-  echo "ok   simulate prices bf16 on an A100"
-else
-  echo "FAIL simulate bf16 on an A100"
-  echo "$out" | tail -3
-  bad=1
-fi
+answers "prices bf16 on an A100"
 variant remainders "s/^training: {/training: {master_weights: remainders, /" "master_weights: remainders"
 refused 2 "master_weights remainders" training.master_weights simulate
 # The executor's decoder (models::ExecutorModelMismatch): a model with any other architecture
@@ -85,22 +90,10 @@ done
 variant a100-dropout "s/^model: {/model: {dropout: true, /; s/device: cpu/device: a100-sxm-80gb/; s/^training: {/training: {precision: fp32, /" \
   "device: a100-sxm-80gb"
 refused 2 "dropout: true on an A100 job" model.dropout
-if out=$("$bin" simulate "$job" 2>&1); then
-  echo "ok   simulate prices dropout on an A100"
-else
-  echo "FAIL simulate dropout on an A100"
-  echo "$out" | tail -3
-  bad=1
-fi
+answers "prices dropout on an A100"
 for mode in none full selective; do
   variant "cp2-$mode" "s/^training: {/training: {recompute: $mode, /" "recompute: $mode"
-  if out=$("$bin" simulate "$job" 2>&1); then
-    echo "ok   simulate cp 2, recompute $mode"
-  else
-    echo "FAIL simulate cp 2, recompute $mode"
-    echo "$out" | tail -3
-    bad=1
-  fi
+  answers "cp 2, recompute $mode"
 done
 [ "$bad" -eq 0 ] && echo PASS
 exit "$bad"

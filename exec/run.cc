@@ -99,6 +99,9 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   c.seq_len = m.seq_len;
   c.micro_batch = micro_batch;
   c.seed = seed;
+  // model.dropout: Megatron-LM's default probability, hidden and attention alike (the CUDA
+  // backend refuses it).
+  c.dropout = m.dropout ? models::kExecutorDropout : 0.0f;
   return c;
 }
 

@@ -147,10 +147,6 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
                    "keeps its output layer apart from the embedding: write tied_embeddings: false "
                    "(the GPT-3 presets tie them)");
   }
-  if (m.dropout) {
-    return differs("model.dropout",
-                   "runs no dropout: write dropout: false (the GPT-3 presets have it on)");
-  }
   return std::nullopt;
 }
 

@@ -80,14 +80,20 @@ struct CpuChunkMemory {
 
 CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 
+// The executor's dropout probability when model.dropout is on (hidden and attention alike):
+// Megatron-LM's default (--hidden-dropout, --attention-dropout 0.1).
+inline constexpr float kExecutorDropout = 0.1f;
+
 // The decoder the executor runs on every backend (exec/model/): a GeLU MLP, LayerNorm, learned
-// positions, full multi-head attention, biases, an output layer apart from the embedding, no
-// dropout. Where `m` is another model, the first `model:` key that says so and what to write
-// instead: `run` and `calibrate` refuse such a job (the step run would not be the one described),
-// and so does `cluster.device: cpu`, the executor's own machine, whose inventory above holds this
-// decoder only. Nothing when `m` is that decoder.
+// positions, full multi-head attention, biases, an output layer apart from the embedding, and
+// hidden and attention dropout when model.dropout says so (on the CPU backend, at
+// kExecutorDropout; its masks are drawn again in the backward, never saved; the CUDA backend
+// refuses dropout). Where `m` is another model, the first `model:` key that says so and what to
+// write instead: `run` and `calibrate` refuse such a job (the step run would not be the one
+// described), and so does `cluster.device: cpu`, the executor's own machine, whose inventory above
+// holds this decoder only. Nothing when `m` is that decoder.
 struct ModelMismatch {
-  std::string key;      // "model.dropout"
+  std::string key;      // "model.tied_embeddings"
   std::string message;  // what the executor runs and what to write
 };
 std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m);

@@ -31,8 +31,13 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp) {
 TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& model,
                                    const TpContext& tp, int layer, Recompute recompute,
                                    const CpContext& cp)
-    : tp_(tp), dropout_(model.dropout), layer_(layer), recompute_(recompute) {
+    : tp_(tp),
+      dropout_(model.dropout, cp.cfg, model.seq_len, model.micro_batch),
+      layer_(layer),
+      recompute_(recompute) {
   const LocalDims d = MakeLocalDims(model, tp.cfg, cp.cfg);
+  // This TP rank's heads are the model's heads [rank · heads / tp, (rank + 1) · heads / tp).
+  const AttentionDropout attention_dropout(model.dropout, model.heads, tp.cfg.rank * d.heads_local);
   ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
   ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
   qkv_ = Linear(p.qkv_w, p.qkv_b);
@@ -50,9 +55,9 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   // the ring's forward (out and log-sum-exp, its K/V exchanges again).
   ring_attention_ = cp.cfg.size > 1 || recompute != Recompute::kSelective;
   if (ring_attention_) {
-    ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp);
+    ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp, attention_dropout);
   } else {
-    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim);
+    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim, attention_dropout);
   }
   row_begin_ = d.row_begin;
 }
@@ -62,7 +67,7 @@ namespace {
 // saves (the probabilities, or the ring's output and log-sum-exp) stays workspace and is freed
 // on return, to be recomputed in I.
 template <class Core>
-Tensor ForwardKeepingInput(const Core& core, Tensor qkv, Tensor* kept) {
+Tensor ForwardKeepingInput(const Core& core, Tensor qkv, std::uint64_t dropout_key, Tensor* kept) {
   typename Core::Saved saved;
   Tensor out;
   // A core that does not save its input as it is (Ulysses keeps the head-sharded qkv) gets a
@@ -70,16 +75,20 @@ Tensor ForwardKeepingInput(const Core& core, Tensor qkv, Tensor* kept) {
   Tensor input = core.SavesItsInput() ? Tensor() : Copy(qkv);
   {
     const DiscardSaved scope;
-    out = core.Forward(std::move(qkv), &saved);
+    out = core.Forward(std::move(qkv), &saved, dropout_key);
   }
   *kept = Keep(input.empty() ? std::move(saved.qkv) : std::move(input));
   return out;
 }
 
-// Dropout keys of a block's two branches.
+// Dropout keys of a block's two branches (0: attention, 1: MLP, before the residual adds).
 std::uint64_t BranchKey(std::uint64_t key, int layer, int branch) {
   return Mix64(key ^
                Mix64(static_cast<std::uint64_t>(layer) * 2 + static_cast<std::uint64_t>(branch)));
+}
+// The key of the block's attention probabilities (AttentionDropout).
+std::uint64_t AttentionKey(std::uint64_t key, int layer) {
+  return Mix64(BranchKey(key, layer, 0) ^ 0x6a09e667f3bcc909ULL);
 }
 }  // namespace
 
@@ -107,15 +116,16 @@ Tensor TransformerBlock::Forward(Tensor x, Saved* s, std::uint64_t dropout_key) 
 Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_key, Saved* s,
                                        bool keep_core) const {
   // Attention half.
+  const std::uint64_t core_key = AttentionKey(dropout_key, layer_);
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
   if (keep_core) {
-    a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring)
-                        : attn_.Forward(std::move(a), &s->attn);
+    a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring, core_key)
+                        : attn_.Forward(std::move(a), &s->attn, core_key);
   } else {  // kSelective: of the core, only its input is kept
-    a = ring_attention_ ? ForwardKeepingInput(ring_, std::move(a), &s->attn_qkv)
-                        : ForwardKeepingInput(attn_, std::move(a), &s->attn_qkv);
+    a = ring_attention_ ? ForwardKeepingInput(ring_, std::move(a), core_key, &s->attn_qkv)
+                        : ForwardKeepingInput(attn_, std::move(a), core_key, &s->attn_qkv);
   }
   a = proj_.Forward(std::move(a), &s->proj);
   Tensor x1 = ReduceFromTpRegion(std::move(a), tp_);
@@ -159,8 +169,9 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   if (recompute_ == Recompute::kSelective) {
     // The attention core's forward again from its kept input (s->attn becomes qkv + probs;
     // s->ring qkv, out and log-sum-exp, the K/V blocks passed around the ring again).
-    (void)(ring_attention_ ? ring_.Forward(std::move(s->attn_qkv), &s->ring)
-                           : attn_.Forward(std::move(s->attn_qkv), &s->attn));
+    const std::uint64_t core_key = AttentionKey(s->dropout_key, layer_);
+    (void)(ring_attention_ ? ring_.Forward(std::move(s->attn_qkv), &s->ring, core_key)
+                           : attn_.Forward(std::move(s->attn_qkv), &s->attn, core_key));
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);

@@ -1,6 +1,7 @@
 // block.h — one pre-LayerNorm GPT transformer block, Megatron tensor/sequence parallel.
 //
-//   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads)
+//   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads; dropout on
+//        its probabilities, layers.h AttentionDropout)
 //        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
 //        ─► dropout ─► + x1 ═► y

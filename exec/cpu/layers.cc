@@ -128,7 +128,29 @@ Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
 // ---------------------------------------------------------------------------------------------
 // Causal self-attention
 
-Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s) const {
+// ---------------------------------------------------------------------------------------------
+// Attention dropout
+
+namespace {
+// Uniform in [0, 1) from the counter-based stream `base` (Mix64 of the key) at `counter`.
+double Uniform(std::uint64_t base, std::uint64_t counter) {
+  return static_cast<double>(Mix64(base + counter) >> 11) * 0x1.0p-53;
+}
+}  // namespace
+
+void AttentionDropout::Row(std::uint64_t key, Index b, Index head, Index seq_total, Index i,
+                           Index j0, Index n, float* mask) const {
+  const float keep_scale = 1.0f / (1.0f - p_);
+  const double p = static_cast<double>(p_);
+  const std::uint64_t base = Mix64(key);
+  const auto first = static_cast<std::uint64_t>(
+      ((b * heads_total_ + head_offset_ + head) * seq_total + i) * seq_total + j0);
+  for (Index j = 0; j < n; ++j) {
+    mask[j] = Uniform(base, first + static_cast<std::uint64_t>(j)) < p ? 0.0f : keep_scale;
+  }
+}
+
+Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
   assert(qkv.rows() == n && qkv.cols() == 3 * hl);
@@ -137,6 +159,9 @@ Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s) const {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   const Index ld_qkv = batch_ * 3 * hl;  // row stride of one head's q, k, v
   const Index ld_out = batch_ * hl;
+  // With dropout, the P V GEMM reads dropout(P) of a row block, made here (P stays saved).
+  RowMatrix<float> dropped(dropout_.active() ? std::min(kAttnBlock, seq_) : 0,
+                           dropout_.active() ? seq_ : 0);
   // Row blocks of kAttnBlock queries: block [r0, r0 + rows) sees keys [0, r0 + rows) only, so
   // the GEMMs skip the masked upper blocks (the probabilities there stay 0).
   for (Index b = 0; b < batch_; ++b) {
@@ -160,13 +185,23 @@ Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s) const {
           row /= row.sum();
           p.row(i).segment(i + 1, keys - i - 1).setZero();
         }
-        Gemm(Trans::kNo, Trans::kNo, rows, head_dim_, keys, 1.0f, pd + r0 * seq_, seq_, v, ld_qkv,
-             0.0f, o + r0 * ld_out, ld_out);
+        const float* pv = pd + r0 * seq_;
+        if (dropout_.active()) {
+          for (Index i = 0; i < rows; ++i) {
+            float* row = dropped.data() + i * seq_;
+            dropout_.Row(dropout_key, b, hd, seq_, r0 + i, 0, keys, row);
+            for (Index j = 0; j < keys; ++j) row[j] *= pv[i * seq_ + j];
+          }
+          pv = dropped.data();
+        }
+        Gemm(Trans::kNo, Trans::kNo, rows, head_dim_, keys, 1.0f, pv, seq_, v, ld_qkv, 0.0f,
+             o + r0 * ld_out, ld_out);
       }
     }
   }
   s->qkv = Keep(std::move(qkv));
   s->probs = Keep(std::move(probs));
+  s->dropout_key = dropout_key;
   return out;
 }
 
@@ -179,6 +214,10 @@ Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const Index ld_qkv = batch_ * 3 * hl;
   const Index ld_out = batch_ * hl;
   RowMatrix<float> dp(seq_, seq_);
+  // With dropout: the masks of a row block, and dropout(P) for dV.
+  const bool drop = dropout_.active();
+  const Index mask_rows = drop ? std::min(kAttnBlock, seq_) : 0;
+  RowMatrix<float> mask(mask_rows, drop ? seq_ : 0), dropped(mask_rows, drop ? seq_ : 0);
   // The forward's row blocks: block [r0, r0 + rows) touches keys [0, r0 + rows) only. dK and
   // dV accumulate over the blocks into dqkv, which starts zero-filled (Buffer).
   for (Index b = 0; b < batch_; ++b) {
@@ -199,11 +238,27 @@ Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
         const float* pr = pd + r0 * seq_;
         float* dpr = dp.data() + r0 * seq_;
         const float* dor = dout_bh + r0 * ld_out;
-        // dV[0, keys) += P[block, 0:keys]^T dOut[block]; dP[block] = dOut[block] V[0:keys]^T.
-        Gemm(Trans::kYes, Trans::kNo, keys, head_dim_, rows, 1.0f, pr, seq_, dor, ld_out, 1.0f, dv,
+        const float* pv = pr;  // what multiplied V: P, or dropout(P)
+        if (drop) {
+          for (Index i = 0; i < rows; ++i) {
+            dropout_.Row(s->dropout_key, b, hd, seq_, r0 + i, 0, keys, mask.data() + i * seq_);
+            for (Index j = 0; j < keys; ++j) {
+              dropped(i, j) = mask(i, j) * pr[i * seq_ + j];
+            }
+          }
+          pv = dropped.data();
+        }
+        // dV[0, keys) += P[block, 0:keys]^T dOut[block]; dP[block] = dOut[block] V[0:keys]^T
+        // (through the mask with dropout).
+        Gemm(Trans::kYes, Trans::kNo, keys, head_dim_, rows, 1.0f, pv, seq_, dor, ld_out, 1.0f, dv,
              ld_qkv);
         Gemm(Trans::kNo, Trans::kYes, rows, keys, head_dim_, 1.0f, dor, ld_out, v, ld_qkv, 0.0f,
              dpr, seq_);
+        if (drop) {
+          for (Index i = 0; i < rows; ++i) {
+            dp.row(r0 + i).head(keys).array() *= mask.row(i).head(keys).array();
+          }
+        }
         // dS = P * (dP - rowsum(dP * P)), scaled back through the 1/sqrt(d) of the scores.
         for (Index i = r0; i < keys; ++i) {
           auto dpi = dp.row(i).head(keys);
@@ -352,9 +407,10 @@ void Dropout::Apply(Tensor& t, std::uint64_t key, Index row_begin) const {
   const double p = static_cast<double>(p_);
   const std::uint64_t base = Mix64(key);
   for (Index r = 0; r < t.rows(); ++r) {
+    Index row = row_begin + r;
+    if (cp_.size > 1) row = CpGlobalPosition(cp_, seq_len_, row / batch_) * batch_ + row % batch_;
     for (Index c = 0; c < t.cols(); ++c) {
-      const auto counter = static_cast<std::uint64_t>((row_begin + r) * t.cols() + c);
-      const double u = static_cast<double>(Mix64(base + counter) >> 11) * 0x1.0p-53;
+      const double u = Uniform(base, static_cast<std::uint64_t>(row * t.cols() + c));
       float& v = t.data()[r * t.cols() + c];
       v = u < p ? 0.0f : v * keep_scale;
     }

@@ -92,19 +92,56 @@ class LayerNorm {
   float eps_ = 1e-5f;
 };
 
+// Attention dropout (model.dropout): the probabilities P of head `head` (of heads_total, in the
+// model's numbering) of batch row b, query position i and key position j (both global, in the
+// unsplit sequence of seq_total) are kept, and scaled by 1 / (1 - p), iff a uniform number
+// derived from (key, ((b · heads_total + head) · seq_total + i) · seq_total + j) is >= p, the
+// counter scheme of Dropout below. So every split of the heads (TP, Ulysses' all-to-all) and of
+// the sequence (CP) draws the same mask for the same element, and the backward draws it again
+// (nothing is saved). Each core's output is dropout(P) V; its normaliser (the row sums, the
+// log-sum-exp) is of the undropped P, and the softmax backward's row term
+// rowsum(dP ∘ P) = rowsum(dOut ∘ Out) still holds with dP taken through the mask.
+class AttentionDropout {
+ public:
+  AttentionDropout() = default;
+  // head_offset: the model's index of this core's first head.
+  AttentionDropout(float p, Index heads_total, Index head_offset)
+      : p_(p), heads_total_(heads_total), head_offset_(head_offset) {}
+  bool active() const { return p_ > 0.0f; }
+  // The same dropout for the `of`-th of `parts` equal shares of this core's `heads` heads.
+  AttentionDropout Share(Index heads, Index parts, Index of) const {
+    AttentionDropout d = *this;
+    d.head_offset_ += of * (heads / parts);
+    return d;
+  }
+  // Writes into mask[0, n) the factors (0 or 1 / (1 − p)) of key positions j0 .. j0 + n − 1 of
+  // query position i, for this core's head `head` (0-based in the core) of batch row b.
+  void Row(std::uint64_t key, Index b, Index head, Index seq_total, Index i, Index j0, Index n,
+           float* mask) const;
+
+ private:
+  float p_ = 0.0f;
+  Index heads_total_ = 0;
+  Index head_offset_ = 0;
+};
+
 // Multi-head causal self-attention core (no weights): qkv [N, 3 * heads * d] laid out as
 // [Q heads | K heads | V heads], rows sequence-major (row = t * batch + b) → out [N, heads * d].
+// Positions are global (this core sees the whole sequence: cp = 1).
 class CausalSelfAttention {
  public:
   struct Saved {
     Tensor qkv;    // [N, 3 * heads * d]
     Tensor probs;  // [batch * heads * seq, seq], softmax with the causal mask (upper part 0)
+    std::uint64_t dropout_key = 0;  // from Forward: the backward draws the same masks
   };
   CausalSelfAttention() = default;
-  CausalSelfAttention(Index batch, Index seq, Index heads, Index head_dim)
-      : batch_(batch), seq_(seq), heads_(heads), head_dim_(head_dim) {}
+  CausalSelfAttention(Index batch, Index seq, Index heads, Index head_dim,
+                      AttentionDropout dropout = {})
+      : batch_(batch), seq_(seq), heads_(heads), head_dim_(head_dim), dropout_(dropout) {}
 
-  Tensor Forward(Tensor qkv, Saved* s) const;
+  // dropout_key: per (step, microbatch, layer); ignored without dropout.
+  Tensor Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key = 0) const;
   Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
   bool SavesItsInput() const { return true; }                // Saved::qkv is Forward's qkv
 
@@ -113,6 +150,7 @@ class CausalSelfAttention {
   Index seq_ = 0;
   Index heads_ = 0;
   Index head_dim_ = 0;
+  AttentionDropout dropout_;
 };
 
 // GeLU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with tanh
@@ -193,18 +231,25 @@ class SoftmaxCrossEntropy {
 };
 
 // Inverted dropout with a counter-based mask: element (r, c) of a [rows, cols] tensor whose
-// row r is global token row row_begin + r is kept (and scaled by 1 / (1 - p)) iff a uniform
-// number derived from (key, global row, c) is >= p. The backward is the same operation with the
-// same key, so no mask is stored.
+// row r is token row row_begin + r of the unsplit sequence is kept (and scaled by 1 / (1 - p))
+// iff a uniform number derived from (key, global row, c) is >= p. Under context parallelism a
+// rank's rows are its local positions (row = t · batch + b): they are mapped to the global ones
+// (CpGlobalPosition), so that every split draws the same mask. The backward is the same
+// operation with the same key, so no mask is stored.
 class Dropout {
  public:
   Dropout() = default;
-  explicit Dropout(float p) : p_(p) {}
+  explicit Dropout(float p, CpConfig cp = {}, Index seq_len = 0, Index batch = 1)
+      : p_(p), cp_(cp), seq_len_(seq_len), batch_(batch) {}
   bool active() const { return p_ > 0.0f; }
+  // row_begin: the first row's index among this rank's rows (its local rows under CP).
   void Apply(Tensor& t, std::uint64_t key, Index row_begin) const;
 
  private:
   float p_ = 0.0f;
+  CpConfig cp_;
+  Index seq_len_ = 0;
+  Index batch_ = 1;
 };
 
 // A workspace copy of t.

@@ -53,7 +53,8 @@ SubgroupComm::SubgroupComm(RingComm* parent, std::vector<int> members)
 }
 
 void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src,
-                                 Tensor& m, Tensor& l, Tensor& acc) const {
+                                 std::uint64_t dropout_key, Tensor& m, Tensor& l,
+                                 Tensor& acc) const {
   const Index hl = heads_ * head_dim_;
   const Index c = seq_ / 2;  // positions per chunk
   const Index bs = std::min(c, kBlock);
@@ -63,10 +64,13 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
   const Index ld_s = batch_ * heads_;  // m, l: [N, heads]
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   RowMatrix<float> sc(bs, bs);
+  const bool drop = dropout_.active();
+  Eigen::RowVectorXf mask(drop ? bs : 0);
   for (int qh = 0; qh < 2; ++qh) {
     for (int kh = 0; kh < 2; ++kh) {
-      const Pair pair =
-          Relation(GlobalChunk(cp_.cfg, cp_.cfg.rank, qh), GlobalChunk(cp_.cfg, src, kh));
+      const Index query_chunk = GlobalChunk(cp_.cfg, cp_.cfg.rank, qh);
+      const Index key_chunk = GlobalChunk(cp_.cfg, src, kh);
+      const Pair pair = Relation(query_chunk, key_chunk);
       if (pair == Pair::kSkip) continue;
       const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
       for (Index b = 0; b < batch_; ++b) {
@@ -97,6 +101,11 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
                 lr[i * ld_s] = lr[i * ld_s] * alpha + row.head(keys).sum();
                 mr[i * ld_s] = new_m;
                 Eigen::Map<Eigen::RowVectorXf>(o + i * ld_o, head_dim_) *= alpha;
+                if (drop) {  // the sum above is of the undropped P; acc gathers dropout(P) V
+                  dropout_.Row(dropout_key, b, hd, seq_ * cp_.cfg.size, query_chunk * c + qi + i,
+                               key_chunk * c + ki, kn, mask.data());
+                  row.array() *= mask.head(kn).array();
+                }
               }
               // acc += P V
               Gemm(Trans::kNo, Trans::kNo, qn, head_dim_, kn, 1.0f, sc.data(), bs, v, ld_kv, 1.0f,
@@ -167,10 +176,12 @@ RingAttention::Levels RingAttention::MakeLevels() const {
 
 RingAttention RingAttention::RingLevel(SubgroupComm* ring) const {
   const int a = cp_.cfg.AllToAllRanks();
+  // This rank's share of the heads is the (rank mod a)-th of its all-to-all group's (SeqToHeads).
   return RingAttention(batch_, seq_ * a, heads_ / a, head_dim_,
                        CpContext{{.size = ring->size(), .rank = ring->rank()},
                                  ring->size() > 1 ? ring : nullptr,
-                                 cp_.unmasked_diagonal});
+                                 cp_.unmasked_diagonal},
+                       dropout_.Share(heads_, a, cp_.cfg.rank % a));
 }
 
 Index RingAttention::RingLevelRow(int member, Index i) const {
@@ -247,7 +258,7 @@ Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) 
   return out;
 }
 
-Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
+Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
   const int cp = cp_.cfg.size;
@@ -258,7 +269,8 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
     Levels levels = MakeLevels();
     Tensor heads = SeqToHeads(qkv, 3, levels.a2a);
     qkv.Reset();
-    return HeadsToSeq(RingLevel(&levels.ring).Forward(std::move(heads), s), 1, levels.a2a);
+    return HeadsToSeq(RingLevel(&levels.ring).Forward(std::move(heads), s, dropout_key), 1,
+                      levels.a2a);
   }
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
@@ -273,7 +285,7 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
     const Tensor all = AllGatherKv(kv);
     kv.Reset();
     for (int src = 0; src < cp; ++src) {
-      ForwardBlock(qkv, all.data() + src * n * 2 * hl, 2 * hl, src, m, l, acc);
+      ForwardBlock(qkv, all.data() + src * n * 2 * hl, 2 * hl, src, dropout_key, m, l, acc);
     }
   }
   for (int i = 0; i < cp && !gather; ++i) {
@@ -284,9 +296,9 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
       hr = cp_.comm->RecvPrev(next.span(), kKvTag);
     }
     if (cp > 1) {
-      ForwardBlock(qkv, kv.data(), 2 * hl, (me - i + cp) % cp, m, l, acc);
+      ForwardBlock(qkv, kv.data(), 2 * hl, (me - i + cp) % cp, dropout_key, m, l, acc);
     } else {
-      ForwardBlock(qkv, qkv.data() + hl, 3 * hl, me, m, l, acc);
+      ForwardBlock(qkv, qkv.data() + hl, 3 * hl, me, dropout_key, m, l, acc);
     }
     if (more) {
       cp_.comm->Wait(hs);
@@ -308,6 +320,7 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s) const {
   s->qkv = Keep(std::move(qkv));
   s->out = Keep(Copy(out));
   s->lse = Keep(std::move(lse));
+  s->dropout_key = dropout_key;
   return out;
 }
 
@@ -323,10 +336,14 @@ void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tens
   const Index ld_s = batch_ * heads_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   RowMatrix<float> p(bs, bs), dp(bs, bs);
+  // With dropout: the block's masks and dropout(P).
+  const bool drop = dropout_.active();
+  RowMatrix<float> mask(drop ? bs : 0, drop ? bs : 0), dropped(drop ? bs : 0, drop ? bs : 0);
   for (int qh = 0; qh < 2; ++qh) {
     for (int kh = 0; kh < 2; ++kh) {
-      const Pair pair =
-          Relation(GlobalChunk(cp_.cfg, cp_.cfg.rank, qh), GlobalChunk(cp_.cfg, src, kh));
+      const Index query_chunk = GlobalChunk(cp_.cfg, cp_.cfg.rank, qh);
+      const Index key_chunk = GlobalChunk(cp_.cfg, src, kh);
+      const Pair pair = Relation(query_chunk, key_chunk);
       if (pair == Pair::kSkip) continue;
       const bool masked = pair == Pair::kDiagonal && !cp_.unmasked_diagonal;
       for (Index b = 0; b < batch_; ++b) {
@@ -356,11 +373,26 @@ void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tens
                 row.head(keys) = (row.head(keys).array() - lse[i * ld_s]).exp().matrix();
                 row.tail(kn - keys).setZero();
               }
-              // dV += P^T dOut; dP = dOut V^T.
-              Gemm(Trans::kYes, Trans::kNo, kn, head_dim_, qn, 1.0f, p.data(), bs, dor, ld_o, 1.0f,
-                   dv, ld_kv);
+              const float* pv = p.data();  // what multiplied V: P, or dropout(P)
+              if (drop) {
+                for (Index i = 0; i < qn; ++i) {
+                  dropout_.Row(s.dropout_key, b, hd, seq_ * cp_.cfg.size, query_chunk * c + qi + i,
+                               key_chunk * c + ki, kn, mask.data() + i * bs);
+                  dropped.row(i).head(kn) =
+                      (mask.row(i).head(kn).array() * p.row(i).head(kn).array()).matrix();
+                }
+                pv = dropped.data();
+              }
+              // dV += P^T dOut; dP = dOut V^T (through the mask with dropout).
+              Gemm(Trans::kYes, Trans::kNo, kn, head_dim_, qn, 1.0f, pv, bs, dor, ld_o, 1.0f, dv,
+                   ld_kv);
               Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, 1.0f, dor, ld_o, v, ld_kv, 0.0f,
                    dp.data(), bs);
+              if (drop) {
+                for (Index i = 0; i < qn; ++i) {
+                  dp.row(i).head(kn).array() *= mask.row(i).head(kn).array();
+                }
+              }
               // dS = P (dP − rowsum(dOut ∘ Out)), through the 1/sqrt(d) of the scores.
               for (Index i = 0; i < qn; ++i) {
                 dp.row(i).head(kn) = (p.row(i).head(kn).array() *

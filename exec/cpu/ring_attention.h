@@ -58,6 +58,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/cpu/layers.h"
 #include "exec/cpu/memory.h"
 #include "exec/cpu/model.h"
 
@@ -124,12 +125,21 @@ class RingAttention {
     Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows
     Tensor out;  // [N, hl], normalised
     Tensor lse;  // [N, heads]: log-sum-exp of every row's scaled scores, per head
+    std::uint64_t dropout_key = 0;  // from Forward: the backward draws the same masks
   };
   RingAttention() = default;
-  RingAttention(Index batch, Index seq_local, Index heads, Index head_dim, const CpContext& cp)
-      : batch_(batch), seq_(seq_local), heads_(heads), head_dim_(head_dim), cp_(cp) {}
+  RingAttention(Index batch, Index seq_local, Index heads, Index head_dim, const CpContext& cp,
+                AttentionDropout dropout = {})
+      : batch_(batch),
+        seq_(seq_local),
+        heads_(heads),
+        head_dim_(head_dim),
+        cp_(cp),
+        dropout_(dropout) {}
 
-  Tensor Forward(Tensor qkv, Saved* s) const;
+  // dropout_key: per (step, microbatch, layer); ignored without dropout (layers.h,
+  // AttentionDropout: the masks of the global positions, whatever the split).
+  Tensor Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key = 0) const;
   Tensor BackwardInput(const Tensor& dout, Saved* s) const;  // returns dqkv, frees s
   // Whether Saved::qkv is Forward's qkv (not under kAllToAll: there it is the head-sharded one).
   bool SavesItsInput() const {
@@ -141,8 +151,8 @@ class RingAttention {
   // the running maxima, sums and unnormalised output. kv points at the first row's K, V follows
   // hl floats later; kv_row floats from one (position, batch) row to the next (2 hl packed for
   // the ring, 3 hl in place in qkv).
-  void ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src, Tensor& m, Tensor& l,
-                    Tensor& acc) const;
+  void ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src,
+                    std::uint64_t dropout_key, Tensor& m, Tensor& l, Tensor& acc) const;
   // Its backward: dQ += into dqkv, dK and dV of the block += into dkv (laid out as kv).
   void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const float* kv,
                      Index kv_row, int src, Tensor& dqkv, float* dkv) const;
@@ -175,6 +185,7 @@ class RingAttention {
   Index heads_ = 0;
   Index head_dim_ = 0;
   CpContext cp_;
+  AttentionDropout dropout_;
 };
 
 }  // namespace pipetwin::cpu

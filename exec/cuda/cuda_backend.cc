@@ -516,11 +516,17 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, TP collectives in series (no overlap.tp_comm), no ZeRO; the executor's decoder on
-// every backend (no dropout, among others) is checked before a backend is made
-// (models::ExecutorModelMismatch, in exec/run.cc).
+// attention, no dropout, TP collectives in series (no overlap.tp_comm), no ZeRO; the
+// executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
+// backend is made (models::ExecutorModelMismatch, in exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
+  if (c.model.dropout) {
+    return c.source.At(
+        "model.dropout",
+        "the CUDA backend runs no dropout (the CPU backend does): use dropout: false "
+        "with --backend cuda (the GPT-3 presets have it on)");
+  }
   if (c.parallel.zero > 0) {
     return c.source.At("parallel.zero",
                        "ZeRO is not in the CUDA backend yet: use zero: 0 with --backend cuda");

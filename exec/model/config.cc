@@ -43,10 +43,6 @@ std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, co
              "with a2a+p2p): each attends over the tokens of its share of the heads";
     }
   }
-  if (cp.size > 1 && m.dropout > 0.0f) {
-    return "model.dropout must be 0 with parallel.cp > 1 (the dropout masks are keyed by rows "
-           "of the unsplit sequence)";
-  }
   if (tp.sequence_parallel && (m.seq_len / cp.size) % tp.size != 0) {
     return "parallel.sp needs model.seq_len / parallel.cp to be a multiple of parallel.tp";
   }

@@ -31,9 +31,11 @@ struct ModelConfig {
   std::uint64_t seed = 1234;  // parameter initialisation
   float init_std = 0.02f;     // weights ~ N(0, init_std); LayerNorm gamma = 1; biases = 0
   float layernorm_eps = 1e-5f;
-  // Hidden dropout on the attention and MLP branches before each residual add (0: off). Masks
-  // are counter-based on (dropout_seed, step, microbatch, layer, branch, token row, column), so
-  // they are reproducible and identical under any pipeline/TP/SP split; nothing is saved.
+  // Hidden dropout on the attention and MLP branches before each residual add, and attention
+  // dropout on the probabilities, at this probability (0: off). Masks are counter-based on
+  // (dropout_seed, step, microbatch, layer, branch, global token row, column), and for the
+  // attention (batch row, global head, query and key position), so they are reproducible and
+  // identical under any pipeline/TP/SP/CP split; nothing is saved.
   float dropout = 0.0f;
   std::uint64_t dropout_seed = 4321;
 };

@@ -109,7 +109,7 @@ def simulate_job(rng):
     if cluster["device"] == "cpu" and rng.random() < 0.8:
         # Mostly what the CPU executor runs, which the cpu device models; else refused (exit 2).
         model.update(kv_heads=heads, mlp="gelu", norm="layernorm", position="learned",
-                     tied_embeddings=False, bias=True, dropout=False)
+                     tied_embeddings=False, bias=True)  # dropout: either, the executor runs both
         training.update(precision="fp32", grad_reduce_dtype="fp32")
         training.pop("master_weights", None)
         training["overlap"].update(tp_comm=False, param_gather=False)

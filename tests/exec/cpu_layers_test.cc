@@ -2,6 +2,8 @@
 // split I + W against the fused backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -101,6 +103,82 @@ TEST(CpuLayers, CausalAttentionGradients) {
   EXPECT_EQ(s.probs.mat()(1, 2), 0.0f);  // masked
   const Tensor dqkv = attn.BackwardInput(FromVector(acc, r, n, hl), &s);
   EXPECT_TRUE(s.qkv.empty() && s.probs.empty());
+  EXPECT_LT(FiniteDifferenceError(qkv, dqkv.span(), objective, 1e-2f, 200), 1e-2);
+}
+
+// Attention dropout against a reference written out here in double: per batch row, head and
+// query position i, the causal softmax P of the scaled scores and Out_i = sum_j M_ij P_ij V_j,
+// M the mask AttentionDropout draws (0 or 1 / (1 − p)). 70 positions: two row blocks of the
+// core. The gradient by central differences (the mask is fixed by the key), and the share of
+// dropped probabilities near p.
+TEST(CpuLayers, CausalAttentionWithDropout) {
+  Accountant acc;
+  const Index batch = 2, seq = 70, heads = 2, d = 3, n = batch * seq, hl = heads * d;
+  const Index heads_total = 6, head_offset = 2;  // this core: heads 2 and 3 of 6 (TP rank 1 of 3)
+  const float p = 0.25f;
+  const double pd = static_cast<double>(p);
+  const std::uint64_t key = 77;
+  const AttentionDropout dropout(p, heads_total, head_offset);
+  const CausalSelfAttention attn(batch, seq, heads, d, dropout);
+  std::vector<float> qkv = RandomVector(static_cast<std::size_t>(n * 3 * hl), 51);
+  const std::vector<float> r = RandomVector(static_cast<std::size_t>(n * hl), 52);
+
+  std::vector<double> want(static_cast<std::size_t>(n * hl), 0.0);
+  std::vector<float> mask(static_cast<std::size_t>(seq));
+  std::int64_t dropped = 0, drawn = 0;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto at = [&](Index t, Index b, Index col) {
+    return static_cast<double>(qkv[static_cast<std::size_t>((t * batch + b) * 3 * hl + col)]);
+  };
+  for (Index b = 0; b < batch; ++b) {
+    for (Index h = 0; h < heads; ++h) {
+      for (Index i = 0; i < seq; ++i) {
+        dropout.Row(key, b, h, seq, i, 0, i + 1, mask.data());
+        std::vector<double> e(static_cast<std::size_t>(i + 1));
+        double top = -1e300, sum = 0;
+        for (Index j = 0; j <= i; ++j) {
+          double sc = 0;
+          for (Index c = 0; c < d; ++c) sc += at(i, b, h * d + c) * at(j, b, hl + h * d + c);
+          e[static_cast<std::size_t>(j)] = sc * scale;
+          top = std::max(top, sc * scale);
+        }
+        for (double& x : e) sum += (x = std::exp(x - top));
+        for (Index j = 0; j <= i; ++j) {
+          const double m = mask[static_cast<std::size_t>(j)];
+          ASSERT_TRUE(m == 0.0 || std::abs(m - 1.0 / (1.0 - pd)) < 1e-6) << m;
+          dropped += m == 0.0 ? 1 : 0;
+          ++drawn;
+          for (Index c = 0; c < d; ++c) {
+            want[static_cast<std::size_t>((i * batch + b) * hl + h * d + c)] +=
+                m * e[static_cast<std::size_t>(j)] / sum * at(j, b, 2 * hl + h * d + c);
+          }
+        }
+      }
+    }
+  }
+  // 9,940 draws: the share dropped is p within 4 standard deviations (0.017).
+  const double share = static_cast<double>(dropped) / static_cast<double>(drawn);
+  EXPECT_NEAR(share, pd, 4 * std::sqrt(pd * (1 - pd) / static_cast<double>(drawn)));
+
+  CausalSelfAttention::Saved s;
+  const Tensor out = attn.Forward(FromVector(acc, qkv, n, 3 * hl), &s, key);
+  const std::vector<float> want_f(want.begin(), want.end());
+  EXPECT_LT(testing::RelErr(out.span(), want_f), 1e-5);
+  // Another key draws other masks; no dropout gives another output.
+  CausalSelfAttention::Saved s2;
+  EXPECT_GT(
+      testing::RelErr(attn.Forward(FromVector(acc, qkv, n, 3 * hl), &s2, key + 1).span(), want_f),
+      1e-2);
+  const CausalSelfAttention plain(batch, seq, heads, d);
+  CausalSelfAttention::Saved s3;
+  EXPECT_GT(testing::RelErr(plain.Forward(FromVector(acc, qkv, n, 3 * hl), &s3).span(), want_f),
+            1e-2);
+
+  auto objective = [&] {
+    CausalSelfAttention::Saved so;
+    return Dot(attn.Forward(FromVector(acc, qkv, n, 3 * hl), &so, key).span(), r);
+  };
+  const Tensor dqkv = attn.BackwardInput(FromVector(acc, r, n, hl), &s);
   EXPECT_LT(FiniteDifferenceError(qkv, dqkv.span(), objective, 1e-2f, 200), 1e-2);
 }
 

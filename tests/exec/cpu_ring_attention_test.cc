@@ -116,8 +116,11 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 }
 
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
+// With dropout > 0 both draw the attention dropout masks of the same key (of 2 × heads heads,
+// these the second half, as TP rank 1 of 2 holds them).
 void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
-                         CpExchange exchange = CpExchange::kRing, int a2a_size = 0) {
+                         CpExchange exchange = CpExchange::kRing, int a2a_size = 0,
+                         float dropout = 0.0f) {
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   const Index a = shape.AllToAllRanks(), rings = cp / a;
   const Index batch = 2, seq = per_rank * cp, heads = 2 * a, d = 8, hl = heads * d;
@@ -133,9 +136,11 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   Tensor dout(ref_acc, MemCategory::kWorkspace, n, hl);
   const auto dv = RandomVector(static_cast<std::size_t>(n * hl), 6);
   std::copy(dv.begin(), dv.end(), dout.data());
-  CausalSelfAttention ref(batch, seq, heads, d);
+  const AttentionDropout drop(dropout, 2 * heads, heads);
+  const std::uint64_t key = 4242;
+  CausalSelfAttention ref(batch, seq, heads, d, drop);
   CausalSelfAttention::Saved rs;
-  Tensor ref_out = ref.Forward(Copy(qkv), &rs);
+  Tensor ref_out = ref.Forward(Copy(qkv), &rs, key);
   Tensor ref_dqkv = ref.BackwardInput(dout, &rs);
 
   ThreadRingGroup group(cp);
@@ -155,9 +160,10 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
           q.mat().row(i) = qkv.mat().row(rows[static_cast<std::size_t>(i)]);
           g.mat().row(i) = dout.mat().row(rows[static_cast<std::size_t>(i)]);
         }
-        RingAttention attn(batch, seq / cp, heads, d, CpContext{cfg, &ring, unmasked_diagonal});
+        RingAttention attn(batch, seq / cp, heads, d, CpContext{cfg, &ring, unmasked_diagonal},
+                           drop);
         RingAttention::Saved s;
-        Tensor o = attn.Forward(std::move(q), &s);
+        Tensor o = attn.Forward(std::move(q), &s, key);
         // Saved: qkv, the output and the log-sum-exp per row and head.
         EXPECT_EQ(acc.current(MemCategory::kActivations),
                   static_cast<std::size_t>(4 * (nl * 3 * hl + nl * hl + nl * heads)));
@@ -194,10 +200,15 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   const double e_out = RelErr(got_out, ref_out.span());
   const double e_d = RelErr(got_d, ref_dqkv.span());
   if (expect_equal) {
-    EXPECT_LT(e_out, 1e-6) << "cp " << cp << how;
-    EXPECT_LT(e_d, 1e-6) << "cp " << cp << how;
+    EXPECT_LT(e_out, 1e-6) << "cp " << cp << how << " dropout " << dropout;
+    EXPECT_LT(e_d, 1e-6) << "cp " << cp << how << " dropout " << dropout;
   } else {
-    EXPECT_GT(e_out, 1e-2) << "cp " << cp << how;
+    EXPECT_GT(e_out, 1e-2) << "cp " << cp << how << " dropout " << dropout;
+  }
+  if (dropout > 0) {  // the masks were drawn: without them the output differs
+    CausalSelfAttention plain(batch, seq, heads, d);
+    CausalSelfAttention::Saved ps;
+    EXPECT_GT(RelErr(got_out, plain.Forward(Copy(qkv), &ps).span()), 1e-2);
   }
 }
 
@@ -211,6 +222,22 @@ TEST(RingAttention, BlockedEqualsUnsplitAttention) {
   CheckAgainstUnsplit(1, false, true);
   CheckAgainstUnsplit(1, false, true, 600);
   CheckAgainstUnsplit(2, false, true, 300);
+}
+
+// Attention dropout (model.dropout): every split draws the masks of the global (batch row,
+// head, query, key) positions, so the ring, its all-gather form, Ulysses' all-to-all and the
+// hierarchical form equal the unsplit core with the same masks, output and gradients; so does
+// the CPU backend's blocked attention at cp 1 (two blocks and a short one).
+TEST(RingAttention, WithDropoutEqualsUnsplitAttention) {
+  constexpr float p = 0.2f;
+  CheckAgainstUnsplit(1, false, true, 300, CpExchange::kRing, 0, p);
+  for (int cp : {2, 3}) {
+    CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kRing, 0, p);
+    CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kAllGather, 0, p);
+    CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kAllToAll, 0, p);
+  }
+  CheckAgainstUnsplit(2, false, true, 150, CpExchange::kRing, 0, p);
+  CheckAgainstUnsplit(4, false, true, 12, CpExchange::kAllToAll, 2, p);
 }
 
 TEST(RingAttention, WithoutTheDiagonalMaskItDiffers) {
@@ -256,8 +283,9 @@ ModelConfig SmallModel() {
 // A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
 // chunk that stores every activation: loss and gradients; memory against the inventory.
 void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
-                CpExchange exchange = CpExchange::kRing, int a2a_size = 0) {
+                CpExchange exchange = CpExchange::kRing, int a2a_size = 0, float dropout = 0.0f) {
   ModelConfig m = SmallModel();
+  m.dropout = dropout;
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the a2a ranks
     m.heads = tp * shape.AllToAllRanks();
@@ -334,7 +362,8 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
                                                                  : "none") +
                            (exchange == CpExchange::kAllGather  ? " all_gather"
                             : exchange == CpExchange::kAllToAll ? " a2a"
-                                                                : "");
+                                                                : "") +
+                           " dropout " + std::to_string(dropout);
   EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
       << what;
   std::vector<float> total(full_params.size(), 0.0f);
@@ -367,6 +396,22 @@ TEST(RingAttention, AllGatherChunkEqualsUnsplitModel) {
     CheckChunk(2, 1, mode, CpExchange::kAllGather);
     CheckChunk(3, 2, mode, CpExchange::kAllGather);
   }
+}
+
+// Hidden and attention dropout under CP: the hidden masks are keyed by the rows' global
+// positions, the attention's by (batch row, head, query, key) of the unsplit sequence, so a
+// chunk on cp ranks (tp ranks each, SP) equals the unsplit chunk with the same masks, under
+// every recompute mode and exchange; memory still equals the inventory (no mask is saved).
+TEST(RingAttention, ChunkWithDropoutEqualsUnsplitModel) {
+  constexpr float p = 0.1f;
+  for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    CheckChunk(2, 1, mode, CpExchange::kRing, 0, p);
+    CheckChunk(2, 2, mode, CpExchange::kRing, 0, p);
+  }
+  CheckChunk(3, 1, Recompute::kNone, CpExchange::kRing, 0, p);
+  CheckChunk(2, 1, Recompute::kNone, CpExchange::kAllGather, 0, p);
+  CheckChunk(3, 2, Recompute::kSelective, CpExchange::kAllToAll, 0, p);
+  CheckChunk(4, 1, Recompute::kFull, CpExchange::kAllToAll, 2, p);
 }
 
 TEST(RingAttention, AllToAllChunkEqualsUnsplitModel) {

@@ -20,7 +20,8 @@ usage:
       Predict one training step: iteration time, bubbles, in-flight microbatches, memory per
       rank, throughput and MFU. The report has a row per GPU (--per-pipeline-rank: one per
       pipeline rank, for very large jobs).
-  pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms]
+  pipetwin schedule JOB.yaml [--csv OUT.csv] [--format compute_only|compute_comms|pipetwin]
+                    [--idle-cells]
       Write the per-rank programs (PyTorch action syntax, one row per rank).
   mpirun -np N pipetwin run JOB.yaml --backend cpu|cuda|sleep [--report R.json] [--trace T.json]
                                  [--check-reference] [--calibrate PROFILE.yaml]
@@ -37,10 +38,12 @@ usage:
       overhead, point-to-point latency and bandwidth, the DP all-reduce; for simulate --profile.
   pipetwin compare PREDICTED.json MEASURED.json --out DIR [--predicted-trace T.json]
                    [--measured-trace T.json] [--tolerance 0.05] [--title TEXT] [--no-plots]
+                   [--profile PROFILE.yaml]
       Error table (DIR/errors.md, DIR/errors.csv) and plots (scripts/plot.py, matplotlib).
   pipetwin validate JOB.yaml [JOB2.yaml ...] [--schedules job|all|NAME,NAME] [--out DIR]
                     [--mpirun "mpirun --oversubscribe"] [--tolerance 0.05] [--tutorial]
-                    [--separate-calibration]
+                    [--separate-calibration] [--calibrate-steps S] [--backend cpu|sleep]
+                    [--no-plots]
       For each job and schedule: run --calibrate (calibration and measured steps
       interleaved in one run; --separate-calibration: calibrate, then run), simulate
       --profile, compare. mpirun, or $PIPETWIN_MPIRUN, starts the ranks; DIR/summary.md and

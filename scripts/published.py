@@ -149,7 +149,10 @@ def main(argv):
             r["fits"] = rep.get("memory", {}).get("fits", True)
 
     out = ["# Accuracy suite: published runs, predicted against published\n",
-           "Made by: `scripts/published.py build/default/apps/pipetwin > results/published.md` "
+           "Made by: `scripts/published.py build/default/apps/pipetwin%s` "
+           % ("".join(" --%s %s" % (flag, ",".join(keys))
+                      for flag, keys in (("without", without), ("only", only)) if keys)
+              or " > results/published.md") +
            "(runs: `examples/published/`, one job file per run, with its source, the table "
            "and row, and every layout assumption in its header).\n",
            "Error = predicted / published − 1, on the metric the source reports (for an "

@@ -75,7 +75,23 @@ double CausalBlockFraction(int seq_len, bool flash_attention) {
   return (n + 1) / (2 * n);
 }
 
-double RingAttentionFraction(int cp) { return (2.0 * cp + 1) / (4.0 * cp); }
+double CpuAttentionFraction(int seq_len, int ring_ranks, bool unsplit) {
+  if (seq_len <= 0 || ring_ranks <= 0) return 1.0;
+  // Scores of the causal span [0, len) in blocks of at most kCpuAttentionBlock positions.
+  auto causal = [](double len) {
+    const double bs = std::min<double>(len, kCpuAttentionBlock);
+    double scores = 0;
+    for (double q0 = 0; q0 < len; q0 += bs) {
+      const double n = std::min(bs, len - q0);
+      scores += n * (q0 + n);
+    }
+    return scores;
+  };
+  const double s = seq_len;
+  if (unsplit) return causal(s) / (s * s);
+  const double r = ring_ranks, c = s / (2 * r);
+  return (2 * r * causal(c) + r * (2 * r - 1) * c * c) / (s * s);
+}
 
 CrossEntropyBytes CrossEntropyBytesPerLogit(const TrainingConfig& t) {
   const double e = t.element_bytes();
@@ -227,12 +243,18 @@ LayerTimes DecoderLayer(const Context& c) {
   // A decoder's attention is causal. Flash attention skips the key blocks above the diagonal,
   // so its kernels run the executed FLOPs only (fl.attention keeps the paper's non-causal
   // count, the MFU convention); unfused attention computes the full score matrix.
-  // The CPU executor under cp > 1 runs ring attention, which skips the chunk pairs above the
-  // diagonal (its cp = 1 attention computes the scores of whole row blocks, as modelled).
-  const bool cpu_ring = c.d.name == "cpu" && c.sh.cp > 1;
+  // The CPU executor's attention skips the blocks above the diagonal, flash_attention or not
+  // (CpuAttentionFraction: its unsplit core under selective recompute at cp = 1, else its
+  // ring over cp / cp_a2a ranks).
+  const int cp_a2a = c.cp_comm == ParallelConfig::CpComm::kAllToAll      ? c.sh.cp
+                     : c.cp_comm == ParallelConfig::CpComm::kAllToAllP2P ? c.cp_a2a_group.size
+                                                                         : 1;
   const double executed =
-      fl.attention * (cpu_ring ? RingAttentionFraction(c.sh.cp)
-                               : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
+      fl.attention *
+      (c.d.name == "cpu"
+           ? CpuAttentionFraction(c.m.seq_len, c.sh.cp / cp_a2a,
+                                  c.sh.cp == 1 && c.t.recompute == Recompute::kSelective)
+           : CausalBlockFraction(c.m.seq_len, c.t.flash_attention));
   // Fused attention with dropout draws a random number per score (DeviceSpec's measured
   // factors, of kernels whose overhead t0 was negligible: they slow the work alone); unfused
   // attention pays for its dropout in DecoderLayerElementwiseBytes.

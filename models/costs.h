@@ -226,11 +226,17 @@ bool LayersSplit(int layers, int num_stages);
 // computed (1). FlashAttention-2's forward tile is 128 tokens (Dao 2023, Sec. 3.3).
 inline constexpr double kFlashBlock = 128;
 double CausalBlockFraction(int seq_len, bool flash_attention);
-// The same share for the CPU executor's ring attention (exec/cpu/ring_attention.h) on cp > 1
-// ranks: of the (2cp)² chunk pairs, a rank computes those of its two query chunks (r and
-// 2cp − 1 − r) with the key chunks not after them, 2cp + 1 pairs of (s / 2cp)², against the
-// s² / cp of a rank's non-causal share: (2cp + 1) / 4cp.
-double RingAttentionFraction(int cp);
+// The same share for the CPU executor (cluster.device cpu), whose attention is what it is
+// whatever training.flash_attention says. Its two cores compute score blocks of at most
+// kCpuAttentionBlock query and key positions and skip the key blocks after a query block's
+// last position: per query block [q0, q0 + n) of a causal span, n (q0 + n) scores.
+//  - unsplit (CausalSelfAttention: selective recompute at cp = 1): that over the sequence s;
+//  - ring (RingAttention: every other case): the sequence cut into 2R chunks of c = s / 2R
+//    (R = cp / cp_a2a ranks on the ring; 1 at cp = 1 and under Ulysses' a2a), every chunk pair
+//    below the diagonal in full (R (2R − 1) of them), each diagonal pair (2R) as above over c.
+// Over s² (the non-causal share; a rank's share is that over cp, the ranks being balanced).
+inline constexpr int kCpuAttentionBlock = 64;  // exec/cpu: RingAttention::kBlock, kAttnBlock
+double CpuAttentionFraction(int seq_len, int ring_ranks, bool unsplit);
 
 // Bytes the loss moves per logit element (memory-bound, on the last stage), forward and
 // backward, by training.cross_entropy. Unfused, Megatron-LM's eager vocabulary-parallel cross

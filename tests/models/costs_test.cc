@@ -53,20 +53,55 @@ TEST(CostsTest, CausalFlashAttentionRunsTheLowerTriangleOfBlocks) {
   EXPECT_DOUBLE_EQ(CausalBlockFraction(2048, false), 1.0);
 }
 
-// Ring attention's share, counted pair by pair as exec/cpu/ring_attention.cc computes them:
-// rank r's query chunks r and 2cp − 1 − r against every key chunk not after them.
-TEST(CostsTest, RingAttentionFractionCountsTheChunkPairs) {
-  for (int cp : {2, 3, 4, 8}) {
-    for (int r = 0; r < cp; ++r) {
-      int pairs = 0;
-      for (int q : {r, 2 * cp - 1 - r}) {
-        for (int k = 0; k < 2 * cp; ++k) pairs += k <= q ? 1 : 0;
+// The CPU executor's share of the scores, counted block by block as exec/cpu computes them:
+// the ring (ring_attention.cc): each of the R ranks' query chunks r and 2R − 1 − r against every
+// key chunk not after them, a diagonal pair in blocks of 64 (key blocks up to the query
+// block's); the unsplit core (layers.cc): row blocks of 64 against the keys up to their last.
+TEST(CostsTest, CpuAttentionFractionCountsTheExecutorsBlocks) {
+  auto ring = [](long s, long r) {
+    const long c = s / (2 * r), bs = std::min(c, 64L);
+    double scores = 0;
+    for (long rank = 0; rank < r; ++rank) {
+      for (long q : {rank, 2 * r - 1 - rank}) {
+        for (long k = 0; k <= q; ++k) {
+          if (k < q) {
+            scores += static_cast<double>(c * c);
+            continue;
+          }
+          for (long qi = 0; qi < c; qi += bs) {
+            for (long ki = 0; ki <= qi; ki += bs) {
+              scores += static_cast<double>(std::min(bs, c - qi) * std::min(bs, c - ki));
+            }
+          }
+        }
       }
-      // pairs of (s / 2cp)² over the rank's non-causal share s² / cp
-      EXPECT_DOUBLE_EQ(pairs / (4.0 * cp), RingAttentionFraction(cp)) << cp << " " << r;
+    }
+    return scores / static_cast<double>(s * s);
+  };
+  auto unsplit = [](long s) {
+    double scores = 0;
+    for (long r0 = 0; r0 < s; r0 += 64)
+      scores += static_cast<double>(std::min(64L, s - r0) * std::min(s, r0 + 64));
+    return scores / static_cast<double>(s * s);
+  };
+  for (long s : {16L, 64L, 128L, 200L, 600L, 2048L}) {
+    EXPECT_DOUBLE_EQ(CpuAttentionFraction(static_cast<int>(s), 1, true), unsplit(s)) << s;
+    for (long r : {1L, 2L, 4L}) {
+      if (s % (2 * r) != 0) continue;
+      EXPECT_DOUBLE_EQ(CpuAttentionFraction(static_cast<int>(s), static_cast<int>(r), false),
+                       ring(s, r))
+          << s << " " << r;
     }
   }
-  EXPECT_DOUBLE_EQ(RingAttentionFraction(2), 5.0 / 8);
+  // By hand: one block of 64 is all of it; 128 in two blocks, 3 of 4; the ring at cp 1 cuts
+  // 64 into two chunks of 32 (3 of 4 pairs); cp 2, chunks of 32 (one block each), 5 of 8 pairs
+  // (as (2cp + 1) / 4cp before blocks matter); chunks of 128 (two blocks) make the diagonal
+  // pairs 3/4: (2 · 2 · 3/4 + 2 · 3) / 16 = 9/16.
+  EXPECT_DOUBLE_EQ(CpuAttentionFraction(64, 1, true), 1.0);
+  EXPECT_DOUBLE_EQ(CpuAttentionFraction(128, 1, true), 0.75);
+  EXPECT_DOUBLE_EQ(CpuAttentionFraction(64, 1, false), 0.75);
+  EXPECT_DOUBLE_EQ(CpuAttentionFraction(128, 2, false), 5.0 / 8);
+  EXPECT_DOUBLE_EQ(CpuAttentionFraction(512, 2, false), 9.0 / 16);
 }
 
 TEST(CostsTest, FlopsPerIterationMatchNarayanan) {

@@ -108,7 +108,7 @@ float Chunk::Forward(std::int64_t microbatch, const ForwardArgs& args) {
   }
   const std::uint64_t dropout_key =
       Mix64(Mix64(model_.dropout_seed ^ static_cast<std::uint64_t>(args.step)) ^
-            static_cast<std::uint64_t>(microbatch));
+            static_cast<std::uint64_t>(args.sample >= 0 ? args.sample : microbatch));
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     x = blocks_[i].Forward(std::move(x), &state->blocks[i], dropout_key);
   }

@@ -64,6 +64,11 @@ class Chunk {
     std::span<const std::int32_t> labels = {};  // last chunk only
     std::span<float> output = {};               // non-last chunks: activation_size()
     std::int64_t step = 0;                      // training step: only keys the dropout masks
+    // The microbatch's index among the step's dp × microbatches (data-parallel rank ×
+    // microbatches + its id on the rank), which the dropout masks are keyed by, so that each
+    // data-parallel replica draws its own microbatches' masks, those of a single-process run
+    // of all of them; −1: the microbatch id given to Forward.
+    std::int64_t sample = -1;
   };
 
   // comm is the TP group (may be null when tp.size == 1); cp the CP group (ring attention;

@@ -209,6 +209,7 @@ void CpuBackend::Compute(const Action& a) {
     case ActionKind::kForward: {
       cpu::Chunk::ForwardArgs args;
       args.step = step_;
+      args.sample = global_mb;
       cpu::Tensor input;
       if (s == 0 || s == last) data_.Fill(step_, global_mb, tokens_, labels_);
       if (s == 0) {

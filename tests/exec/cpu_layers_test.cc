@@ -294,6 +294,37 @@ TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Dropout, CpuBlockGradients, ::testing::Values(0.0f, 0.3f));
 
+// The masks follow ForwardArgs::sample (the microbatch's index among the step's dp ×
+// microbatches) where given, not the rank's microbatch id: data-parallel rank 1's microbatch 0
+// is the single-process run's microbatch `microbatches`. Same sample, another id: the same
+// output; same id, another sample: another output; no sample: keyed by the id.
+TEST(CpuLayers, DropoutMasksFollowTheSample) {
+  Accountant acc;
+  const ModelConfig m{.layers = 3,
+                      .hidden = 8,
+                      .ffn_hidden = 12,
+                      .heads = 2,
+                      .vocab = 11,
+                      .seq_len = 4,
+                      .micro_batch = 2,
+                      .dropout = 0.3f};
+  Chunk chunk(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
+              TpConfig{}, acc);
+  testing::RandomFill(chunk.params(), 81, 0.3f);
+  const std::vector<float> x = RandomVector(chunk.activation_size(), 82);
+  auto out = [&](std::int64_t id, std::int64_t sample) {
+    std::vector<float> y(chunk.activation_size());
+    chunk.Forward(id, {.input = x, .output = y, .step = 1, .sample = sample});
+    std::vector<float> discard(x.size());
+    chunk.Backward(id, y, discard);  // frees the microbatch's state
+    return y;
+  };
+  const std::vector<float> by_id = out(4, -1);
+  EXPECT_EQ(out(0, 4), by_id);
+  EXPECT_EQ(out(7, 4), by_id);
+  EXPECT_GT(testing::RelErr(out(4, 5), by_id), 1e-2);
+}
+
 TEST(CpuLayers, DropoutMaskIsSeededAndSplittable) {
   Accountant acc;
   const Dropout drop(0.25f);

@@ -257,18 +257,22 @@ TEST(CpuLayers, SoftmaxCrossEntropyGradients) {
 // the same function and the check still applies.
 class CpuBlockGradients : public ::testing::TestWithParam<float> {};
 
+// A three-layer model at this dropout, and its middle layer as a chunk.
+ModelConfig ThreeLayers(float dropout) {
+  return ModelConfig{.layers = 3,
+                     .hidden = 8,
+                     .ffn_hidden = 12,
+                     .heads = 2,
+                     .vocab = 11,
+                     .seq_len = 4,
+                     .micro_batch = 2,
+                     .dropout = dropout};
+}
+constexpr ChunkSpec kMiddleLayer{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
+
 TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
   Accountant acc;
-  ModelConfig m{.layers = 3,
-                .hidden = 8,
-                .ffn_hidden = 12,
-                .heads = 2,
-                .vocab = 11,
-                .seq_len = 4,
-                .micro_batch = 2,
-                .dropout = GetParam()};
-  Chunk chunk(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
-              TpConfig{}, acc);
+  Chunk chunk(ThreeLayers(GetParam()), kMiddleLayer, TpConfig{}, acc);
   testing::RandomFill(chunk.params(), 71, 0.3f);
   std::vector<float> x = RandomVector(chunk.activation_size(), 72);
   const std::vector<float> r = RandomVector(chunk.activation_size(), 73);
@@ -300,16 +304,7 @@ INSTANTIATE_TEST_SUITE_P(Dropout, CpuBlockGradients, ::testing::Values(0.0f, 0.3
 // output; same id, another sample: another output; no sample: keyed by the id.
 TEST(CpuLayers, DropoutMasksFollowTheSample) {
   Accountant acc;
-  const ModelConfig m{.layers = 3,
-                      .hidden = 8,
-                      .ffn_hidden = 12,
-                      .heads = 2,
-                      .vocab = 11,
-                      .seq_len = 4,
-                      .micro_batch = 2,
-                      .dropout = 0.3f};
-  Chunk chunk(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
-              TpConfig{}, acc);
+  Chunk chunk(ThreeLayers(0.3f), kMiddleLayer, TpConfig{}, acc);
   testing::RandomFill(chunk.params(), 81, 0.3f);
   const std::vector<float> x = RandomVector(chunk.activation_size(), 82);
   auto out = [&](std::int64_t id, std::int64_t sample) {

@@ -181,6 +181,12 @@ std::optional<ModelMismatch> CpuExecutorTrainingMismatch(const TrainingConfig& t
                    "gathers ZeRO-1's parameters inside the optimizer step: write param_gather: "
                    "false");
   }
+  if (t.overlap.tp_dgrad_reduce.value_or(false)) {
+    return differs("training.overlap.tp_dgrad_reduce",
+                   "runs the all-reduce of its column-parallel layers' input gradients in series "
+                   "with the weight-gradient GEMMs: write tp_dgrad_reduce: false, or leave it "
+                   "out");
+  }
   return std::nullopt;
 }
 

@@ -113,6 +113,7 @@ def simulate_job(rng):
         training.update(precision="fp32", grad_reduce_dtype="fp32")
         training.pop("master_weights", None)
         training["overlap"].update(tp_comm=False, param_gather=False)
+        training["overlap"].pop("tp_dgrad_reduce", None)
     return {"schedule": schedule, "parallel": par, "model": model, "training": training,
             "cluster": cluster}
 

@@ -3,8 +3,8 @@
 # with exit 2 and a message naming the key. parallel.cp_comm: a2a with heads that do not split
 # over the CP ranks, by `run` and by `simulate` (cluster.device: cpu); training.precision: fp8
 # (simulated only) by `run`, bf16 and fp16 (the CPU executor is float32) by `run` on the CPU
-# backend and by `simulate` on the cpu device, as are grad_reduce_dtype bf16, overlap.tp_comm and
-# overlap.param_gather; training.master_weights: remainders (Apex's, simulated on GPU
+# backend and by `simulate` on the cpu device, as are grad_reduce_dtype bf16, overlap.tp_comm,
+# overlap.param_gather and overlap.tp_dgrad_reduce: true; training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
 # selective is not refused: it simulates, and runs (recompute_test.sh checks it). A model
 # other than the executor's decoder (GeLU, LayerNorm, learned positions, full multi-head
@@ -66,7 +66,8 @@ done
 # What else of training: the CPU executor does not run, by run and by simulate on cpu.
 for spec in "grad_reduce_dtype: bf16|training.grad_reduce_dtype" \
     "overlap: {tp_comm: true}|training.overlap.tp_comm" \
-    "overlap: {param_gather: true}|training.overlap.param_gather"; do
+    "overlap: {param_gather: true}|training.overlap.param_gather" \
+    "overlap: {tp_dgrad_reduce: true}|training.overlap.tp_dgrad_reduce"; do
   keys=${spec%%|*}
   variant "training-${keys%%:*}-$(echo "$keys" | tr -dc a-z)" "s/^training: {/training: {$keys, /" "$keys"
   refused 2 "$keys" "${spec##*|}" simulate

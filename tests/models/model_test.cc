@@ -262,6 +262,8 @@ TEST(ModelTest, CpuExecutorTrainingMismatchNamesTheKey) {
        "write tp_comm: false"},
       {[](TrainingConfig& t) { t.overlap.param_gather = true; }, "training.overlap.param_gather",
        "write param_gather: false"},
+      {[](TrainingConfig& t) { t.overlap.tp_dgrad_reduce = true; },
+       "training.overlap.tp_dgrad_reduce", "write tp_dgrad_reduce: false, or leave it out"},
   };
   for (const Case& c : cases) {
     TrainingConfig t = fp32;
@@ -271,6 +273,10 @@ TEST(ModelTest, CpuExecutorTrainingMismatchNamesTheKey) {
     EXPECT_EQ(bad->key, c.key);
     EXPECT_NE(bad->message.find(c.says), std::string::npos) << bad->message;
   }
+  // Left out (it follows parallel.sp elsewhere) or false: what the executor runs.
+  TrainingConfig dgrad_off = fp32;
+  dgrad_off.overlap.tp_dgrad_reduce = false;
+  EXPECT_FALSE(CpuExecutorTrainingMismatch(dgrad_off).has_value());
   // The GPUs' default, bf16, is the first thing the CPU executor does not run.
   EXPECT_EQ(CpuExecutorTrainingMismatch(TrainingConfig{})->key, "training.precision");
 }

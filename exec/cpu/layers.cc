@@ -126,9 +126,6 @@ Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Causal self-attention
-
-// ---------------------------------------------------------------------------------------------
 // Attention dropout
 
 namespace {
@@ -149,6 +146,9 @@ void AttentionDropout::Row(std::uint64_t key, Index b, Index head, Index seq_tot
     mask[j] = Uniform(base, first + static_cast<std::uint64_t>(j)) < p ? 0.0f : keep_scale;
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Causal self-attention
 
 Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) const {
   const Index hl = heads_ * head_dim_;

@@ -21,12 +21,14 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "exec/cpu/chunk.h"
 #include "exec/cpu/gemm.h"
-#include "exec/cpu/ring_attention.h"
 #include "exec/cpu/roofline.h"
+#include "models/costs.h"
+#include "models/cpu_inventory.h"
 #include "models/layer_costs.h"
 #include "models/model.h"
 
@@ -91,21 +93,6 @@ cpu::ModelConfig StageModel() {
                           .micro_batch = 2};
 }
 
-// The fraction of the s × s causal scores that the CPU backend's blocked attention computes
-// (exec/cpu/ring_attention.h, cp = 1): two chunks of s/2; the later chunk attends to the earlier
-// one whole; within each chunk, query and key blocks of up to kBlock positions, the key blocks
-// after a query block skipped, the diagonal block computed whole (and masked).
-double ExecutedScoreFraction(cpu::Index seq) {
-  const cpu::Index c = seq / 2, bs = std::min(c, cpu::RingAttention::kBlock);
-  double scores = static_cast<double>(c) * static_cast<double>(c);  // chunk 1 on chunk 0
-  for (cpu::Index qi = 0; qi < c; qi += bs) {
-    for (cpu::Index ki = 0; ki <= qi; ki += bs) {
-      scores += 2.0 * static_cast<double>(std::min(bs, c - qi) * std::min(bs, c - ki));
-    }
-  }
-  return scores / (static_cast<double>(seq) * static_cast<double>(seq));
-}
-
 // The FLOPs of one microbatch through `layers` blocks of StageModel(): the cost model's GEMMs,
 // and its attention core scaled to the scores the backend computes.
 models::LayerFlops StageFlops(const cpu::ModelConfig& g, int layers) {
@@ -119,20 +106,23 @@ models::LayerFlops StageFlops(const cpu::ModelConfig& g, int layers) {
   m.seq_len = g.seq_len;
   models::LayerFlops f = models::DecoderLayerFlops(m, g.micro_batch, models::Sharding{});
   f.gemm *= layers;
-  f.attention *= layers * ExecutedScoreFraction(g.seq_len);
+  // The scores the backend computes at cp = 1 without selective recompute (its ring core).
+  f.attention *= layers * models::CpuAttentionFraction(g.seq_len, 1, false);
   return f;
 }
 
 enum Kind : std::int64_t { kF = 0, kI = 1, kW = 2 };
 
 // One action kind on a middle stage of 4 blocks: each iteration runs F, I and W of one
-// microbatch; only the kind under test is timed.
+// microbatch; only the kind under test is timed. dropout 1: hidden and attention dropout at
+// the executor's p (model.dropout: true), its masks drawn in F and again in I.
 void BM_StageAction(benchmark::State& state) {
   const auto kind = static_cast<Kind>(state.range(0));
   const double attainable = AttainableGflops();
   cpu::RetainFreedMemory();  // as the CPU backend does
   cpu::SetGemmThreads(1);
-  const cpu::ModelConfig model = StageModel();
+  cpu::ModelConfig model = StageModel();
+  model.dropout = state.range(1) != 0 ? models::kExecutorDropout : 0.0f;
   const int layers = 4;
   cpu::Accountant acc;
   cpu::Chunk stage(
@@ -187,13 +177,14 @@ void BM_StageAction(benchmark::State& state) {
                         std::min(ref_backend, ref_eigen);
   state.counters["attainable_beside_GFLOP/s_cpu"] = beside;
   state.counters["of_attainable_beside"] = gflop / cpu / beside;
-  state.SetLabel(kind == kF ? "F" : kind == kI ? "I" : "W");
+  state.SetLabel(std::string(kind == kF   ? "F"
+                             : kind == kI ? "I"
+                                          : "W") +
+                 (state.range(1) != 0 ? " dropout" : ""));
 }
 BENCHMARK(BM_StageAction)
-    ->ArgName("kind")
-    ->Arg(kF)
-    ->Arg(kI)
-    ->Arg(kW)
+    ->ArgNames({"kind", "dropout"})
+    ->ArgsProduct({{kF, kI, kW}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
     ->MinTime(2.0);

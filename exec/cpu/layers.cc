@@ -6,6 +6,7 @@
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "exec/cpu/gemm.h"
 #include "exec/cpu/model.h"
@@ -129,22 +130,45 @@ Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
 // Attention dropout
 
 namespace {
-// Uniform in [0, 1) from the counter-based stream `base` (Mix64 of the key) at `counter`.
-double Uniform(std::uint64_t base, std::uint64_t counter) {
-  return static_cast<double>(Mix64(base + counter) >> 11) * 0x1.0p-53;
-}
+// The dropout decisions of the counter-based stream of `key`: element k is dropped iff the 16
+// bits of Mix64(Mix64(key) + k / 4) at bit 16 (k mod 4) are below round(p · 65536), so that one
+// hash serves four consecutive elements; a kept element is scaled by 65536 / (65536 −
+// threshold), which keeps its expectation exactly (p itself is kept to 1/65536).
+class MaskStream {
+ public:
+  MaskStream(std::uint64_t key, float p)
+      : base_(Mix64(key)),
+        threshold_(static_cast<std::uint32_t>(std::lround(static_cast<double>(p) * 65536.0))),
+        keep_scale_(static_cast<float>(65536.0 / (65536.0 - threshold_))) {}
+  // mask[j] = 0 or the keep scale, for the elements first .. first + n − 1.
+  void Fill(std::uint64_t first, Index n, float* mask) const {
+    const auto count = static_cast<std::uint64_t>(n);
+    std::uint64_t k = first;
+    const std::uint64_t end = first + count;
+    auto put = [&](std::uint64_t bits) { *mask++ = bits < threshold_ ? 0.0f : keep_scale_; };
+    for (; k < end && k % 4 != 0; ++k) put((Mix64(base_ + k / 4) >> (16 * (k % 4))) & 0xffff);
+    for (; k + 4 <= end; k += 4) {  // whole groups: one hash, four decisions
+      const std::uint64_t h = Mix64(base_ + k / 4);
+      put(h & 0xffff);
+      put((h >> 16) & 0xffff);
+      put((h >> 32) & 0xffff);
+      put(h >> 48);
+    }
+    for (; k < end; ++k) put((Mix64(base_ + k / 4) >> (16 * (k % 4))) & 0xffff);
+  }
+
+ private:
+  std::uint64_t base_;
+  std::uint32_t threshold_;
+  float keep_scale_;
+};
 }  // namespace
 
 void AttentionDropout::Row(std::uint64_t key, Index b, Index head, Index seq_total, Index i,
                            Index j0, Index n, float* mask) const {
-  const float keep_scale = 1.0f / (1.0f - p_);
-  const double p = static_cast<double>(p_);
-  const std::uint64_t base = Mix64(key);
   const auto first = static_cast<std::uint64_t>(
       ((b * heads_total_ + head_offset_ + head) * seq_total + i) * seq_total + j0);
-  for (Index j = 0; j < n; ++j) {
-    mask[j] = Uniform(base, first + static_cast<std::uint64_t>(j)) < p ? 0.0f : keep_scale;
-  }
+  MaskStream(key, p_).Fill(first, n, mask);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,17 +427,14 @@ Tensor SoftmaxCrossEntropy::BackwardInput(Saved* s) const { return std::move(s->
 
 void Dropout::Apply(Tensor& t, std::uint64_t key, Index row_begin) const {
   if (!active()) return;
-  const float keep_scale = 1.0f / (1.0f - p_);
-  const double p = static_cast<double>(p_);
-  const std::uint64_t base = Mix64(key);
+  const MaskStream stream(key, p_);
+  std::vector<float> mask(static_cast<std::size_t>(t.cols()));
   for (Index r = 0; r < t.rows(); ++r) {
     Index row = row_begin + r;
     if (cp_.size > 1) row = CpGlobalPosition(cp_, seq_len_, row / batch_) * batch_ + row % batch_;
-    for (Index c = 0; c < t.cols(); ++c) {
-      const double u = Uniform(base, static_cast<std::uint64_t>(row * t.cols() + c));
-      float& v = t.data()[r * t.cols() + c];
-      v = u < p ? 0.0f : v * keep_scale;
-    }
+    stream.Fill(static_cast<std::uint64_t>(row * t.cols()), t.cols(), mask.data());
+    float* v = t.data() + r * t.cols();
+    for (Index c = 0; c < t.cols(); ++c) v[c] *= mask[static_cast<std::size_t>(c)];
   }
 }
 

@@ -94,10 +94,10 @@ class LayerNorm {
 
 // Attention dropout (model.dropout): the probabilities P of head `head` (of heads_total, in the
 // model's numbering) of batch row b, query position i and key position j (both global, in the
-// unsplit sequence of seq_total) are kept, and scaled by 1 / (1 - p), iff a uniform number
-// derived from (key, ((b · heads_total + head) · seq_total + i) · seq_total + j) is >= p, the
-// counter scheme of Dropout below. So every split of the heads (TP, Ulysses' all-to-all) and of
-// the sequence (CP) draws the same mask for the same element, and the backward draws it again
+// unsplit sequence of seq_total) are kept, and scaled by about 1 / (1 - p), iff the draw of
+// counter ((b · heads_total + head) · seq_total + i) · seq_total + j of the key's stream says so
+// (the counter scheme of Dropout below). So every split of the heads (TP, Ulysses' all-to-all) and
+// of the sequence (CP) draws the same mask for the same element, and the backward draws it again
 // (nothing is saved). Each core's output is dropout(P) V; its normaliser (the row sums, the
 // log-sum-exp) is of the undropped P, and the softmax backward's row term
 // rowsum(dP ∘ P) = rowsum(dOut ∘ Out) still holds with dP taken through the mask.
@@ -231,8 +231,11 @@ class SoftmaxCrossEntropy {
 };
 
 // Inverted dropout with a counter-based mask: element (r, c) of a [rows, cols] tensor whose
-// row r is token row row_begin + r of the unsplit sequence is kept (and scaled by 1 / (1 - p))
-// iff a uniform number derived from (key, global row, c) is >= p. Under context parallelism a
+// row r is token row row_begin + r of the unsplit sequence is kept (and scaled) iff the draw of
+// counter (global row · cols + c) of the key's stream says so: 16 bits of a 64-bit hash of (key,
+// counter / 4) against round(p · 65536), kept elements scaled by 65536 / (65536 − that), so p
+// is kept to 1/65536 and every element's expectation exactly (layers.cc, MaskStream: one hash
+// for four elements). Under context parallelism a
 // rank's rows are its local positions (row = t · batch + b): they are mapped to the global ones
 // (CpGlobalPosition), so that every split draws the same mask. The backward is the same
 // operation with the same key, so no mask is stored.

@@ -102,6 +102,7 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   // model.dropout: Megatron-LM's default probability, hidden and attention alike (the CUDA
   // backend refuses it).
   c.dropout = m.dropout ? models::kExecutorDropout : 0.0f;
+  c.tied_embeddings = m.tied_embeddings;
   return c;
 }
 
@@ -240,6 +241,17 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                          "context parallelism (ring attention) runs on --backend "
                          "cpu only; --backend " +
                              opts.backend + " needs cp: 1 (simulate models cp on every device)");
+  }
+  if (cfg.has_model && cfg.model.tied_embeddings && par.pp > 1) {
+    if (opts.backend != "cpu") {
+      return cfg.source.At("model.tied_embeddings",
+                           "tied embeddings over a pipeline (the first and last stages' "
+                           "gradients summed) run on --backend cpu only; --backend " +
+                               opts.backend + " needs tied_embeddings: false or pp: 1");
+    }
+    if (auto bad = models::ExecutorTiedMismatch(cfg.model, par, cfg.cluster)) {
+      return cfg.source.At(bad->key, bad->message);
+    }
   }
   if (cfg.training.precision == models::Precision::kFp8) {
     return cfg.source.At("training.precision",

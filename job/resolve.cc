@@ -270,6 +270,7 @@ Expected<ResolvedJob> ResolveJob(JobConfig config, const ResolveOptions& opts) {
   if (config.has_model && !config.costs) {
     if (cl.device.name == "cpu") {
       auto bad = models::ExecutorModelMismatch(config.model);
+      if (!bad) bad = models::ExecutorTiedMismatch(config.model, config.parallel, cl);
       if (!bad) bad = models::CpuExecutorTrainingMismatch(config.training);
       if (bad) return config.source.At(bad->key, bad->message);
     }

@@ -473,6 +473,7 @@ Expected<std::vector<int>> CheckInputs(const CostInputs& in, int num_stages) {
   // the same with the key's line; here for what prices a layout without resolving it).
   if (in.cluster.device.name == "cpu") {
     auto bad = ExecutorModelMismatch(in.model);
+    if (!bad) bad = ExecutorTiedMismatch(in.model, par, in.cluster);
     if (!bad) bad = CpuExecutorTrainingMismatch(in.training);
     if (bad) return Error::BadInput(bad->key + ": " + bad->message);
   }
@@ -1016,6 +1017,7 @@ void StageDataParallel(const Shared& j, StageCost& sc) {
   if (c.m.tied_embeddings && par.pp > 1 && (sc.has_embedding || sc.has_output)) {
     const double emb = static_cast<double>(EmbeddingParamsPerRank(c.m, par.tp)) * bpp.grads;
     sc.embedding_sync_ms = RingAllReduceMs(emb, 2, j.pp_link);
+    sc.embedding_sync_bytes = emb;  // an all-reduce of two ranks: each sends its copy once
   }
   const I64 opt_params = par.zero >= 1 ? (sc.params + n_dp - 1) / n_dp : sc.params;
   sc.optimizer_ms = MemoryBoundMs(c.d, OptimizerStepBytes(opt_params, c.t));
@@ -1115,8 +1117,17 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .sp = par.sp,
                                                      .cp = par.cp,
                                                      .cp_a2a = CpAllToAllRanks(par),
-                                                     .recompute = t.recompute});
+                                                     .recompute = t.recompute,
+                                                     .tied = m.tied_embeddings});
     sc.params = cm.params;
+    if (sc.embedding_sync_bytes > 0) {
+      // The executor's embedding is replicated over TP, without position embeddings in the
+      // sum: each copy of the first and last stage sends its vocab x hidden float32 gradients
+      // (exec/cpu/cpu_backend.h); the time scales with the bytes.
+      const double bytes = static_cast<double>(m.vocab) * m.hidden * 4;
+      sc.embedding_sync_ms *= bytes / sc.embedding_sync_bytes;
+      sc.embedding_sync_bytes = bytes;
+    }
     sc.param_bytes = cm.param_bytes;
     sc.grad_bytes = cm.grad_bytes;
     const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8

@@ -75,7 +75,8 @@ struct StageCost {  // one pipeline stage (model chunk), one microbatch, one ran
   // Part of param_allgather_ms hidden under the next step's first forward
   // (training.overlap.param_gather); the rest stays in series with the optimizer step.
   double param_allgather_hidden_ms = 0;
-  double embedding_sync_ms = 0;  // tied embeddings over > 1 stage: first/last grads summed
+  double embedding_sync_ms = 0;     // tied embeddings over > 1 stage: first/last grads summed
+  double embedding_sync_bytes = 0;  // what this rank sends in that sum (pipeline traffic)
   // What the compute loses beside the hidden parts of dp_reduce_ms and param_allgather_ms
   // (DeviceSpec::comm_hbm_touches, CommHbmShare): the backward (or the next forward) runs
   // longer by its share of HBM times the overlap, less what the exposed remainder of the

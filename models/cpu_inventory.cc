@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/comm.h"
+#include "models/param_server.h"
 
 namespace pipetwin::models {
 
@@ -27,11 +28,14 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
   const std::int64_t layers = c.layers;
 
+  // Tied embeddings: a chunk that is first and last uses the embedding as its output layer; a
+  // last chunk alone keeps a copy of it, as many elements as an untied output layer.
+  const std::int64_t output = c.tied && c.first ? 0 : h * v;
   std::int64_t params = 0;
   if (c.first) params += v * h + c.seq_len * h;
   params += layers *
             (2 * h + (h * 3 * hl + 3 * hl) + (hl * h + h) + 2 * h + (h * fl + fl) + (fl * h + h));
-  if (c.last) params += 2 * h + h * v;
+  if (c.last) params += 2 * h + output;
 
   std::int64_t full = 0;
   std::int64_t pending = 0;
@@ -92,7 +96,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   if (c.last && c.sp) tp_mb += sent(Collective::kAllReduceRing, 1);
   std::int64_t replicated = layers * 6 * h;
   if (c.first) replicated += v * h + c.seq_len * h;
-  if (c.last) replicated += 2 * h + h * v;
+  if (c.last) replicated += 2 * h + output;
 
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
@@ -142,10 +146,28 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
   if (!m.bias) {
     return differs("model.bias", "has biases in its linear layers: write bias: true");
   }
-  if (m.tied_embeddings) {
-    return differs("model.tied_embeddings",
-                   "keeps its output layer apart from the embedding: write tied_embeddings: false "
-                   "(the GPT-3 presets tie them)");
+  return std::nullopt;
+}
+
+std::optional<ModelMismatch> ExecutorTiedMismatch(const ModelConfig& m, const ParallelConfig& par,
+                                                  const ClusterConfig& cluster) {
+  if (!m.tied_embeddings || par.pp == 1) return std::nullopt;
+  const std::string why =
+      "the executor sums the tied embedding's two copies (first and last stage) after the "
+      "data-parallel ring all-reduce, ";
+  if (par.zero > 0) {
+    return ModelMismatch{"model.tied_embeddings",
+                         why +
+                             "which ZeRO-1 replaces by shards that differ between the two "
+                             "stages: with pp > 1 and parallel.zero " +
+                             std::to_string(par.zero) + " write tied_embeddings: false"};
+  }
+  if (ParameterServerRanks(cluster, par) > 0) {
+    return ModelMismatch{"model.tied_embeddings",
+                         why +
+                             "and parameter servers step the optimizer before it: with pp > 1 "
+                             "and cluster.dp_reduction: parameter-server write "
+                             "tied_embeddings: false"};
   }
   return std::nullopt;
 }

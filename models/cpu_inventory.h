@@ -39,8 +39,10 @@
 #include <optional>
 #include <string>
 
+#include "models/cluster.h"
 #include "models/model.h"
 #include "models/training.h"
+#include "schedule/config.h"
 
 namespace pipetwin::models {
 
@@ -55,6 +57,7 @@ struct CpuChunkShape {
   // ring over cp / cp_a2a groups), 1 for the ring or all_gather (K/V blocks only).
   std::int64_t cp_a2a = 1;
   Recompute recompute = Recompute::kNone;
+  bool tied = false;  // tied embeddings: a first-and-last chunk holds no output layer of its own
 };
 
 struct CpuChunkMemory {
@@ -85,18 +88,27 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 inline constexpr float kExecutorDropout = 0.1f;
 
 // The decoder the executor runs on every backend (exec/model/): a GeLU MLP, LayerNorm, learned
-// positions, full multi-head attention, biases, an output layer apart from the embedding, and
-// hidden and attention dropout when model.dropout says so (on the CPU backend, at
-// kExecutorDropout; its masks are drawn again in the backward, never saved; the CUDA backend
-// refuses dropout). Where `m` is another model, the first `model:` key that says so and what to
-// write instead: `run` and `calibrate` refuse such a job (the step run would not be the one
-// described), and so does `cluster.device: cpu`, the executor's own machine, whose inventory above
-// holds this decoder only. Nothing when `m` is that decoder.
+// positions, full multi-head attention, biases, its output layer tied to the embedding or not
+// (model.tied_embeddings; the CUDA backend refuses tied), and hidden and attention dropout
+// when model.dropout says so (on the CPU backend, at kExecutorDropout; its masks are drawn
+// again in the backward, never saved; the CUDA backend refuses dropout). Where `m` is another
+// model, the first `model:` key that says so and what to write instead: `run` and `calibrate`
+// refuse such a job (the step run would not be the one described), and so does `cluster.device:
+// cpu`, the executor's own machine, whose inventory above holds this decoder only. Nothing when `m`
+// is that decoder.
 struct ModelMismatch {
   std::string key;      // "model.tied_embeddings"
   std::string message;  // what the executor runs and what to write
 };
 std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m);
+
+// Tied embeddings over a pipeline (pp > 1): the last stage keeps a copy of the embedding as its
+// output layer, and the executor sums the two copies' gradients once the data-parallel ring
+// all-reduce is done (at OPT, Megatron-LM's embedding group). ZeRO-1 (its shards of the two
+// stages' buffers do not line up) and parameter servers (they step before the sum) are refused,
+// by `run` and by cluster.device cpu alike: the key and why. Nothing for pp 1 or untied.
+std::optional<ModelMismatch> ExecutorTiedMismatch(const ModelConfig& m, const ParallelConfig& par,
+                                                  const ClusterConfig& cluster);
 
 // What the CPU executor runs of `training:`: float32 throughout (master weights too), its
 // gradients reduced in float32, its TP collectives in series with the GEMMs, ZeRO-1's parameter

@@ -68,8 +68,8 @@ ModelConfig Tiny() {
   m.vocab = 128;
   m.seq_len = 32;
   // The executor's decoder (ExecutorModelMismatch, models/cpu_inventory.h): GPT's, with the
-  // output layer apart from the embedding; without dropout, which the CPU backend also runs
-  // (dropout: true) and the CUDA backend does not.
+  // output layer apart from the embedding and without dropout, which the CPU backend also runs
+  // (tied_embeddings: true, dropout: true) and the CUDA backend does not.
   m.tied_embeddings = false;
   m.dropout = false;
   return m;

@@ -24,6 +24,9 @@ struct StageTimes {
   SimTime optimizer;
   std::int64_t send_bytes = 0;       // bytes of one activation (or gradient) transfer
   std::int64_t dp_reduce_bytes = 0;  // bytes one rank sends in its gradient reduction
+  // Tied embeddings: what the rank sends in the first/last stages' gradient sum, which
+  // optimizer's time includes; counted as pipeline traffic at OPT.
+  std::int64_t embedding_sync_bytes = 0;
   // UNSHARD/RESHARD (FSDP over whole stages, models::StageCost::Unshard): the all-gather at
   // UNSHARD on the collective stream, and, while the stage is unsharded, the compute times and
   // the gradient reduction at REDUCE_GRAD that replace the ones above. Without FSDP

@@ -234,7 +234,13 @@ class Engine {
                   ? st.cursor
                   : Max(st.cursor, stage_[static_cast<std::size_t>(a.stage)].gathered);
           const SimTime end = start + ComputeCost(a);
-          Record(r, a, Stream::kCompute, start, end, -1, 0);
+          // OPT of a stage holding a tied embedding sends its gradients to the other copy.
+          const std::int64_t sync_bytes =
+              a.kind == ActionKind::kOptimizer
+                  ? c_.stages[static_cast<std::size_t>(a.stage)].embedding_sync_bytes
+                  : 0;
+          rs.bytes_sent_pp += sync_bytes;
+          Record(r, a, Stream::kCompute, start, end, -1, sync_bytes);
           st.cursor = end;
           ++st.pc;
           Push(end, r);

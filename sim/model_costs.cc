@@ -47,14 +47,20 @@ CostTable CostTableFromModel(const models::JobCosts& jc, const std::vector<int>&
       st.send_backward = SimTime::FromMillis(TransferMs(jc, c, rank(k), rank(k - 1)));
     }
     st.send_bytes = static_cast<std::int64_t>(c.p2p_send_bytes);
-    // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step, and
-    // the tied-embedding sync) run on the collective stream.
-    // Under training.overlap the parts hidden under compute are not played.
-    st.dp_reduce =
-        SimTime::FromMillis(c.dp_reduce_ms - c.dp_reduce_hidden_ms + c.embedding_sync_ms);
+    // The reduction (and, for ZeRO 1/2, the parameter all-gather that follows the step) run on
+    // the collective stream. Under training.overlap the parts hidden under compute are not
+    // played. Tied embeddings: the first and last stages' gradient sum comes after every
+    // reduction, just before the step (Megatron-LM's finalize_model_grads; the CPU executor's
+    // OPT), so OPT plays it, with or without data parallelism; it is local (free) where one
+    // rank holds both stages.
+    const bool sync_local = placed && rank(0) == rank(jc.stages.size() - 1);
+    const double sync_ms = sync_local ? 0 : c.embedding_sync_ms;
+    st.embedding_sync_bytes = sync_local ? 0 : static_cast<std::int64_t>(c.embedding_sync_bytes);
+    st.dp_reduce = SimTime::FromMillis(c.dp_reduce_ms - c.dp_reduce_hidden_ms);
     st.dp_reduce_bytes = static_cast<std::int64_t>(c.dp_reduce_bytes);
-    st.optimizer = SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms -
-                                       c.param_allgather_hidden_ms + c.overlap_slowdown_ms);
+    st.optimizer =
+        SimTime::FromMillis(c.optimizer_ms + c.param_allgather_ms - c.param_allgather_hidden_ms +
+                            c.overlap_slowdown_ms + sync_ms);
     if (c.unshard.applies) {
       st.unshard_applies = true;
       st.unshard = SimTime::FromMillis(c.unshard.gather_ms);
@@ -62,7 +68,7 @@ CostTable CostTableFromModel(const models::JobCosts& jc, const std::vector<int>&
       st.unsharded_forward = SimTime::FromMillis(c.unshard.forward_ms);
       st.unsharded_backward_input = SimTime::FromMillis(c.unshard.backward_input_ms);
       st.unsharded_backward_weight = SimTime::FromMillis(c.unshard.backward_weight_ms);
-      st.unsharded_dp_reduce = SimTime::FromMillis(c.unshard.reduce_ms + c.embedding_sync_ms);
+      st.unsharded_dp_reduce = SimTime::FromMillis(c.unshard.reduce_ms);
       st.unsharded_dp_reduce_bytes = c.unshard.reduce_bytes;
     }
     // Every time the engine plays must be >= 0 (a negative one would run its clock backwards).

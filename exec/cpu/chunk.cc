@@ -68,7 +68,11 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
   }
   if (spec.last) {
     final_ln_ = LayerNorm(Ref("head.ln_g"), Ref("head.ln_b"), model.layernorm_eps);
-    out_ = Linear(Ref("head.out_w"), ParamRef{});
+    if (model.tied_embeddings) {
+      out_ = Linear(Ref("embed.tok"), ParamRef{}, Linear::Options{.transposed_weight = true});
+    } else {
+      out_ = Linear(Ref("head.out_w"), ParamRef{});
+    }
     loss_ = SoftmaxCrossEntropy(dims_.batch, dims_.seq, dims_.row_begin, dims_.rows, cp.cfg);
   }
 }

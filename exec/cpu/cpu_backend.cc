@@ -189,6 +189,7 @@ cpu::Tensor CpuBackend::Take(Key k) {
 void CpuBackend::BeginStep(std::int64_t step) {
   step_ = step;
   step_loss_ = 0;
+  tied_synced_ = false;
   for (auto& [s, c] : chunks_) {
     c->ZeroGrads();
     sp_synced_[s] = false;
@@ -250,6 +251,9 @@ void CpuBackend::Compute(const Action& a) {
         sp_synced_[s] = true;
       }
       if (ps_) break;  // the servers stepped it; REDUCE_GRAD pulled the parameters
+      if (cfg_.model.tied_embeddings && last > 0 && (s == 0 || s == last) && !tied_synced_) {
+        SumTiedEmbeddingGrads(a);
+      }
       if (!cfg_.zero1) {
         optimizers_.at(s)->Step(c.params(), c.grads());
         break;
@@ -335,6 +339,50 @@ void CpuBackend::StartReduceGrad(int stage) {
   dp_reduce_.Start(stage, it->second.span(), r);
 }
 
+std::span<float> CpuBackend::TiedEmbeddingGrads(int stage) {
+  cpu::Chunk& c = chunk(stage);
+  const gpt::ParamInfo& p = c.layout().Find("embed.tok");
+  return c.grads().subspan(p.offset, static_cast<std::size_t>(p.size()));
+}
+
+void CpuBackend::SumTiedEmbeddingGrads(const Action& a) {
+  // After the data-parallel reduction (OPT waits for every REDUCE_GRAD of the rank), as
+  // Megatron-LM all-reduces the word embeddings' gradients over its embedding group once the
+  // DP reduction is done. Both sides add the same two numbers, so the copies stay identical.
+  const int last = static_cast<int>(cfg_.layers_per_stage.size()) - 1;
+  const int other = a.stage == 0 ? last : 0;
+  const std::span<float> mine = TiedEmbeddingGrads(a.stage);
+  const int peer = cfg_.stage_to_rank[static_cast<std::size_t>(other)];
+  if (peer == cfg_.pp_rank) {  // both copies on this rank (a V-shaped placement)
+    const std::span<float> theirs = TiedEmbeddingGrads(other);
+    for (std::size_t i = 0; i < mine.size(); ++i) theirs[i] = mine[i] = mine[i] + theirs[i];
+    tied_synced_ = true;
+    return;
+  }
+  // The partner's copy arrives in a buffer that lives inside this OPT (workspace).
+  cpu::Tensor theirs(acc_, cpu::MemCategory::kWorkspace, 1, static_cast<cpu::Index>(mine.size()));
+  const int tag = TiedEmbeddingTag();
+  const int n = static_cast<int>(mine.size());
+  MPI_Request reqs[2];
+  PT_MPI_CHECK(MPI_Irecv(theirs.data(), n, MPI_FLOAT, peer, tag, cfg_.pp_comm, &reqs[0]));
+  PT_MPI_CHECK(MPI_Isend(mine.data(), n, MPI_FLOAT, peer, tag, cfg_.pp_comm, &reqs[1]));
+  for (MPI_Request& r : reqs) {
+    WaitRequest(&r, cfg_.timeout_s, [&] {
+      return a.ToString() + ": the tied embedding's gradient sum with pipeline rank " +
+             std::to_string(peer) + " (stage " + std::to_string(other) + ")";
+    });
+  }
+  const float* t = theirs.data();
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] += t[i];
+  tied_bytes_sent_ += static_cast<std::int64_t>(mine.size() * sizeof(float));
+  tied_synced_ = true;
+}
+
+int CpuBackend::TiedEmbeddingTag() const {
+  // Past every tag of the pipeline transfers (HostTransfers::Tag) on the same communicator.
+  return 2 * static_cast<int>(cfg_.layers_per_stage.size()) * cfg_.microbatches;
+}
+
 GradReduction CpuBackend::Reduction(int stage) const {
   return HostGradReduce::Describe(chunks_.at(stage)->params().size(), cfg_.zero1, cfg_.grad_size);
 }
@@ -367,7 +415,7 @@ std::int64_t CpuBackend::PeakMemoryTotal() const {
 std::int64_t CpuBackend::BytesSent(CommGroup group) const {
   switch (group) {
     case CommGroup::kPp:
-      return p2p_.bytes_sent();
+      return p2p_.bytes_sent() + tied_bytes_sent_;
     case CommGroup::kDp:
       return ps_ ? ps_->bytes_sent() : dp_reduce_.bytes_sent();
     case CommGroup::kTp:

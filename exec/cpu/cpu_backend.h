@@ -1,6 +1,7 @@
 // cpu_backend.h — the CPU backend: GPT chunks in float32 (exec/cpu/, Eigen) with MPI for
 // pipeline transfers, tensor-parallel collectives, ring attention's transfers (context
-// parallelism) and the gradient reduction (over dp × cp ranks; its bytes count as DP traffic).
+// parallelism), the gradient reduction (over dp × cp ranks; its bytes count as DP traffic) and
+// tied embeddings' gradient sum between the first and last stage (counted as PP traffic).
 //
 // Buffers between chunks (activations out of F, gradients out of I or B, and what is
 // received) are accounted as communication buffers until they are consumed or handed to a
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -125,6 +127,14 @@ class CpuBackend final : public Backend {
   std::map<int, std::vector<float>> reduced_shard_;
   std::size_t Shard(int stage) const;
   GradReduction Reduction(int stage) const;
+  // Tied embeddings over more than one stage: at the first OPT of stage 0 or of the last
+  // stage, the two copies' gradients are summed (with the partner pipeline rank, or between
+  // two chunks of this rank); their bytes count as pipeline traffic.
+  std::span<float> TiedEmbeddingGrads(int stage);
+  void SumTiedEmbeddingGrads(const Action& a);
+  int TiedEmbeddingTag() const;
+  bool tied_synced_ = false;
+  std::int64_t tied_bytes_sent_ = 0;
   cpu::SyntheticData data_;
   std::map<Key, cpu::Tensor> buffers_;
   // After buffers_: destroyed first (it cancels receives into them).

@@ -36,7 +36,8 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .sp = tp.sequence_parallel,
                                      .cp = cp.size,
                                      .cp_a2a = cp.AllToAllRanks(),
-                                     .recompute = ToModels(spec.recompute)});
+                                     .recompute = ToModels(spec.recompute),
+                                     .tied = model.tied_embeddings});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

@@ -43,10 +43,14 @@ Tensor Copy(const Tensor& t) {
 // Linear
 
 Tensor Linear::Forward(Tensor x, Saved* s) const {
-  assert(x.cols() == w_.rows);
-  Tensor y = NewOutputLike(x, x.rows(), w_.cols);
-  Gemm(Trans::kNo, Trans::kNo, x.rows(), w_.cols, w_.rows, 1.0f, x.data(), x.cols(), w_.value,
-       w_.cols, 0.0f, y.data(), y.cols());
+  // op(W) is [in, out]: W itself, or Wᵀ of a weight stored [out, in].
+  const bool t = opt_.transposed_weight;
+  const Index in = t ? w_.cols : w_.rows;
+  const Index out = t ? w_.rows : w_.cols;
+  assert(x.cols() == in);
+  Tensor y = NewOutputLike(x, x.rows(), out);
+  Gemm(Trans::kNo, t ? Trans::kYes : Trans::kNo, x.rows(), out, in, 1.0f, x.data(), x.cols(),
+       w_.value, w_.cols, 0.0f, y.data(), y.cols());
   if (opt_.bias_in_forward) AddBias(y);
   s->x = Keep(std::move(x));
   return y;
@@ -58,18 +62,29 @@ void Linear::AddBias(Tensor& y) const {
 }
 
 Tensor Linear::BackwardInput(Tensor dy, Saved* s) const {
-  assert(dy.cols() == w_.cols);
-  Tensor dx = NewOutputLike(dy, dy.rows(), w_.rows);
-  Gemm(Trans::kNo, Trans::kYes, dy.rows(), w_.rows, w_.cols, 1.0f, dy.data(), dy.cols(), w_.value,
-       w_.cols, 0.0f, dx.data(), dx.cols());
+  const bool t = opt_.transposed_weight;
+  const Index in = t ? w_.cols : w_.rows;
+  const Index out = t ? w_.rows : w_.cols;
+  assert(dy.cols() == out);
+  Tensor dx = NewOutputLike(dy, dy.rows(), in);
+  // dx = dy op(W)ᵀ: dy Wᵀ, or dy W for a transposed weight.
+  Gemm(Trans::kNo, t ? Trans::kNo : Trans::kYes, dy.rows(), in, out, 1.0f, dy.data(), dy.cols(),
+       w_.value, w_.cols, 0.0f, dx.data(), dx.cols());
   s->dy = Keep(std::move(dy));
   return dx;
 }
 
 void Linear::BackwardWeight(Saved* s) const {
   assert(!s->x.empty() && !s->dy.empty());
-  Gemm(Trans::kYes, Trans::kNo, w_.rows, w_.cols, s->x.rows(), 1.0f, s->x.data(), s->x.cols(),
-       s->dy.data(), s->dy.cols(), 1.0f, w_.grad, w_.cols);
+  if (opt_.transposed_weight) {
+    // dW [out, in] += dyᵀ x
+    Gemm(Trans::kYes, Trans::kNo, w_.rows, w_.cols, s->x.rows(), 1.0f, s->dy.data(), s->dy.cols(),
+         s->x.data(), s->x.cols(), 1.0f, w_.grad, w_.cols);
+  } else {
+    // dW [in, out] += xᵀ dy
+    Gemm(Trans::kYes, Trans::kNo, w_.rows, w_.cols, s->x.rows(), 1.0f, s->x.data(), s->x.cols(),
+         s->dy.data(), s->dy.cols(), 1.0f, w_.grad, w_.cols);
+  }
   if (!b_.empty()) {
     const Index n = opt_.bias_rows < 0 ? s->dy.rows() : opt_.bias_rows;
     RowVecMap(b_.grad, b_.cols) += s->dy.mat().middleRows(opt_.bias_row_begin, n).colwise().sum();

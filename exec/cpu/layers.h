@@ -56,6 +56,9 @@ class Linear {
     bool bias_in_forward = true;
     Index bias_row_begin = 0;
     Index bias_rows = -1;
+    // W is stored [out, in] and applied as y = x Wᵀ: a tied output layer, whose weight is the
+    // [vocab, hidden] token embedding.
+    bool transposed_weight = false;
   };
   Linear() = default;
   Linear(ParamRef w, ParamRef b) : w_(w), b_(b) {}

@@ -516,8 +516,8 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, no dropout, TP collectives in series (no overlap.tp_comm), no ZeRO; the
-// executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
+// attention, no dropout, untied embeddings, TP collectives in series (no overlap.tp_comm), no ZeRO;
+// the executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
 // backend is made (models::ExecutorModelMismatch, in exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
@@ -526,6 +526,12 @@ Status CheckCudaJob(const ResolvedJob& job) {
         "model.dropout",
         "the CUDA backend runs no dropout (the CPU backend does): use dropout: false "
         "with --backend cuda (the GPT-3 presets have it on)");
+  }
+  if (c.model.tied_embeddings) {
+    return c.source.At("model.tied_embeddings",
+                       "the CUDA backend keeps its output layer apart from the embedding (the "
+                       "CPU backend ties them): use tied_embeddings: false with --backend cuda "
+                       "(the GPT-3 presets tie them)");
   }
   if (c.parallel.zero > 0) {
     return c.source.At("parallel.zero",

@@ -38,6 +38,11 @@ struct ModelConfig {
   // identical under any pipeline/TP/SP/CP split; nothing is saved.
   float dropout = 0.0f;
   std::uint64_t dropout_seed = 4321;
+  // Tied embeddings: the output layer is the token embedding, transposed (logits = x Eᵀ). A
+  // chunk holding both uses the one tensor; a last chunk without the embedding keeps its own
+  // copy, named and initialised as the embedding ("embed.tok"), whose gradient the backend
+  // sums with the first chunk's before the optimizer step (Megatron's embedding group).
+  bool tied_embeddings = false;
 };
 
 // Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's

@@ -208,7 +208,12 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
   if (spec.last) {
     b.Add("head.ln_g", 1, h, ShardKind::kReplicated, InitKind::kOnes);
     b.Add("head.ln_b", 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add("head.out_w", h, v, ShardKind::kReplicated, InitKind::kNormal);
+    if (!model.tied_embeddings) {
+      b.Add("head.out_w", h, v, ShardKind::kReplicated, InitKind::kNormal);
+    } else if (!spec.first) {
+      // The last stage's copy of the tied embedding: its name gives it the embedding's values.
+      b.Add("embed.tok", v, h, ShardKind::kReplicated, InitKind::kNormal);
+    }
   }
   return std::move(b).Build();
 }

@@ -91,7 +91,8 @@ float NormalFromKey(std::uint64_t key);
 
 // The layout of one model chunk (GPT decoder: embedding on the first chunk, blocks, final
 // LayerNorm and output layer on the last), shared by the CPU chunk and the CUDA backend so
-// their flat buffers line up element for element.
+// their flat buffers line up element for element. With tied embeddings the last chunk has no
+// "head.out_w": it uses "embed.tok" (its own copy where the chunk is not also the first).
 ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp);
 // "block<layer>.<what>", e.g. "block3.qkv_w".
 std::string BlockParamName(int layer, const char* what);

@@ -58,6 +58,25 @@ std::vector<Batch> MakeBatches(const ModelConfig& m, int count, std::uint64_t se
   return out;
 }
 
+// F and B of every batch on the whole model and on the pipeline s0 -> s1 (loss scale
+// 1 / batches): the losses are equal, and about ln(vocab) at initialisation.
+void RunWholeAndPipeline(Chunk& whole, Chunk& s0, Chunk& s1, const std::vector<Batch>& batches) {
+  const int micro = static_cast<int>(batches.size());
+  for (Chunk* c : {&whole, &s0, &s1}) c->set_loss_scale(1.0f / static_cast<float>(micro));
+  std::vector<float> act(s0.activation_size()), grad(s0.activation_size());
+  for (int i = 0; i < micro; ++i) {
+    const Batch& b = batches[static_cast<std::size_t>(i)];
+    const float loss_whole = whole.Forward(i, {.tokens = b.tokens, .labels = b.labels});
+    whole.Backward(i, {}, {});
+    s0.Forward(i, {.tokens = b.tokens, .output = act});
+    const float loss_pipe = s1.Forward(i, {.input = act, .labels = b.labels});
+    s1.Backward(i, {}, grad);
+    s0.Backward(i, grad, {});
+    EXPECT_EQ(loss_whole, loss_pipe);
+    EXPECT_GT(loss_whole, 2.0f);  // about ln(17) = 2.83 at initialisation
+  }
+}
+
 TEST(CpuChunk, TwoStagePipelineEqualsWholeModel) {
   const ModelConfig m = SmallModel();
   Accountant acc;
@@ -74,23 +93,52 @@ TEST(CpuChunk, TwoStagePipelineEqualsWholeModel) {
       std::copy(src.begin(), src.end(), stage->params().begin() + static_cast<long>(p.offset));
     }
   }
-  const int micro = 3;
-  const auto batches = MakeBatches(m, micro, 3);
-  for (Chunk* c : {&whole, &s0, &s1}) c->set_loss_scale(1.0f / micro);
-  std::vector<float> act(s0.activation_size()), grad(s0.activation_size());
-  for (int i = 0; i < micro; ++i) {
-    const Batch& b = batches[static_cast<std::size_t>(i)];
-    const float loss_whole = whole.Forward(i, {.tokens = b.tokens, .labels = b.labels});
-    whole.Backward(i, {}, {});
-    s0.Forward(i, {.tokens = b.tokens, .output = act});
-    const float loss_pipe = s1.Forward(i, {.input = act, .labels = b.labels});
-    s1.Backward(i, {}, grad);
-    s0.Backward(i, grad, {});
-    EXPECT_EQ(loss_whole, loss_pipe);
-    EXPECT_GT(loss_whole, 2.0f);  // about ln(17) = 2.83 at initialisation
-  }
+  RunWholeAndPipeline(whole, s0, s1, MakeBatches(m, 3, 3));
   for (const Chunk* stage : {&s0, &s1}) {
     for (const ParamInfo& p : stage->layout().params) {
+      EXPECT_LE(
+          RelErr(ParamOf(*stage, stage->grads(), p.name), ParamOf(whole, whole.grads(), p.name)),
+          1e-6)
+          << p.name;
+    }
+  }
+}
+
+// Tied embeddings: the whole model uses one [vocab, hidden] tensor as embedding and output
+// layer; split in two stages, the last keeps a copy, initialised alike, and the two copies'
+// gradients add up to the whole model's, while each copy's alone is far from it: both uses
+// feed the gradient.
+TEST(CpuChunk, TiedEmbeddingsSplitSumToWholeModel) {
+  ModelConfig m = SmallModel();
+  m.tied_embeddings = true;
+  Accountant acc;
+  Chunk whole(m, ChunkSpec{.first_layer = 0, .num_layers = 4}, TpConfig{}, acc);
+  Chunk s0(m, ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
+           TpConfig{}, acc);
+  Chunk s1(m, ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true},
+           TpConfig{}, acc);
+  EXPECT_THROW(whole.layout().Find("head.out_w"), std::exception);
+  EXPECT_EQ(whole.params().size() + static_cast<std::size_t>(m.vocab * m.hidden),
+            s0.params().size() + s1.params().size());
+  // The copy starts from the embedding's values (seeded by name).
+  const auto e0 = ParamOf(s0, s0.params(), "embed.tok");
+  const auto e1 = ParamOf(s1, s1.params(), "embed.tok");
+  ASSERT_EQ(e0.size(), e1.size());
+  EXPECT_TRUE(std::equal(e0.begin(), e0.end(), e1.begin()));
+
+  RunWholeAndPipeline(whole, s0, s1, MakeBatches(m, 2, 4));
+  const auto g0 = ParamOf(s0, s0.grads(), "embed.tok");
+  const auto g1 = ParamOf(s1, s1.grads(), "embed.tok");
+  std::vector<float> sum(g0.size());
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = g0[i] + g1[i];
+  const auto gw = ParamOf(whole, whole.grads(), "embed.tok");
+  EXPECT_LE(RelErr(sum, gw), 1e-6);
+  // Each use alone is far from the whole: both feed the gradient.
+  EXPECT_GT(RelErr(g0, gw), 0.05);
+  EXPECT_GT(RelErr(g1, gw), 0.05);
+  for (const Chunk* stage : {&s0, &s1}) {
+    for (const ParamInfo& p : stage->layout().params) {
+      if (p.name == "embed.tok") continue;
       EXPECT_LE(
           RelErr(ParamOf(*stage, stage->grads(), p.name), ParamOf(whole, whole.grads(), p.name)),
           1e-6)
@@ -339,18 +387,30 @@ TEST(CpuChunk, AccountantMatchesInventory) {
                              {.first_layer = 0, .num_layers = 2, .first = true, .last = false},
                              {.first_layer = 1, .num_layers = 2, .first = false, .last = false},
                              {.first_layer = 2, .num_layers = 2, .first = false, .last = true}};
-  for (const ChunkSpec& spec : specs) {
-    Accountant acc;
-    Chunk c(m, spec, TpConfig{}, acc);
-    const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
-    EXPECT_GT(inv.activations_full, 0u);
-    CheckMemory(c, acc, inv);
-    Adam adam(c.params().size(), AdamConfig{}, acc);
-    Sgd sgd(c.params().size(), SgdConfig{.momentum = 0.9f}, acc);
-    EXPECT_EQ(acc.current(MemCategory::kOptimizer),
-              OptimizerStateBytes(OptimizerKind::kAdam, inv.params) +
-                  OptimizerStateBytes(OptimizerKind::kSgd, inv.params, 0.9f));
-  }
+  for (const bool tied : {false, true})
+    for (const ChunkSpec& spec : specs) {
+      m.tied_embeddings = tied;
+      SCOPED_TRACE(tied ? "tied" : "untied");
+      Accountant acc;
+      Chunk c(m, spec, TpConfig{}, acc);
+      const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
+      EXPECT_GT(inv.activations_full, 0u);
+      CheckMemory(c, acc, inv);
+      Adam adam(c.params().size(), AdamConfig{}, acc);
+      Sgd sgd(c.params().size(), SgdConfig{.momentum = 0.9f}, acc);
+      EXPECT_EQ(acc.current(MemCategory::kOptimizer),
+                OptimizerStateBytes(OptimizerKind::kAdam, inv.params) +
+                    OptimizerStateBytes(OptimizerKind::kSgd, inv.params, 0.9f));
+    }
+  // Tied, the one-stage model holds vocab x hidden floats fewer; a last stage as many.
+  m.tied_embeddings = true;
+  const ChunkSpec whole{.first_layer = 0, .num_layers = 4};
+  const ChunkSpec last{.first_layer = 2, .num_layers = 2, .first = false, .last = true};
+  const ChunkInventory tied_whole = PredictChunkMemory(m, whole, TpConfig{});
+  const ChunkInventory tied_last = PredictChunkMemory(m, last, TpConfig{});
+  m.tied_embeddings = false;
+  EXPECT_EQ(PredictChunkMemory(m, whole, TpConfig{}).params - tied_whole.params, 17u * 16);
+  EXPECT_EQ(PredictChunkMemory(m, last, TpConfig{}).params, tied_last.params);
   // A hand count for one block chunk in the middle, tp = 1: N = 16 tokens, h = 16, ffn = 32,
   // 4 heads, S = 8, B = 2. F saves N(8h + 2ffn + 2) floats, and the blocked attention's output
   // and log-sum-exp, N h + N heads (not the B heads S^2 probabilities); W keeps N(8h + 2ffn).

@@ -58,6 +58,39 @@ TEST(CpuLayers, LinearGradients) {
   EXPECT_EQ(acc.current(MemCategory::kActivations), 0u);
 }
 
+// A tied output layer: its weight stored [out, in] (the [vocab, hidden] embedding), y = x Wᵀ;
+// the same numbers as an ordinary linear holding Wᵀ, and finite differences agree.
+TEST(CpuLayers, TransposedLinearGradients) {
+  Accountant acc;
+  Param w(4, 7, 21), b(1, 4, 22);  // [out = 4, in = 7]
+  const Linear lin(w.ref(), b.ref(), Linear::Options{.transposed_weight = true});
+  std::vector<float> x = RandomVector(5 * 7, 23);
+  const std::vector<float> r = RandomVector(5 * 4, 24);
+  auto objective = [&] {
+    Linear::Saved s;
+    return Dot(lin.Forward(FromVector(acc, x, 5, 7), &s).span(), r);
+  };
+  Linear::Saved s;
+  const Tensor y = lin.Forward(FromVector(acc, x, 5, 7), &s);
+  const Tensor dx = lin.BackwardInput(FromVector(acc, r, 5, 4), &s);
+  lin.BackwardWeight(&s);
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(w.value, w.grad, objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(b.value, b.grad, objective), 1e-3);
+
+  // y[i][o] = sum_k x[i][k] W[o][k] + b[o], by hand.
+  for (Index i = 0; i < 5; ++i) {
+    for (Index o = 0; o < 4; ++o) {
+      double want = static_cast<double>(b.value[static_cast<std::size_t>(o)]);
+      for (Index k = 0; k < 7; ++k) {
+        want += static_cast<double>(x[static_cast<std::size_t>(i * 7 + k)]) *
+                static_cast<double>(w.value[static_cast<std::size_t>(o * 7 + k)]);
+      }
+      EXPECT_NEAR(y.data()[i * 4 + o], want, 1e-5) << i << ", " << o;
+    }
+  }
+}
+
 TEST(CpuLayers, LayerNormGradients) {
   Accountant acc;
   Param gamma(1, 8, 21), beta(1, 8, 22);

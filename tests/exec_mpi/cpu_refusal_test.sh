@@ -8,8 +8,9 @@
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
 # selective is not refused: it simulates, and runs (recompute_test.sh checks it). A model
 # other than the executor's decoder (GeLU, LayerNorm, learned positions, full multi-head
-# attention, biases, untied) by `run` and by `simulate` on the cpu device; dropout, which the
-# CPU backend runs, is not refused.
+# attention, biases) by `run` and by `simulate` on the cpu device; dropout and tied embeddings,
+# which the CPU backend runs, are not refused, except tied embeddings over a pipeline with
+# ZeRO-1 or parameter servers, and on the sleep backend.
 set -u
 bin=$1 jobs=$2 mpiexec=$3
 bad=0
@@ -82,12 +83,24 @@ refused 2 "master_weights remainders" training.master_weights simulate
 # is refused by `run` on every backend and by `simulate` on the cpu device (its machine), each
 # naming the first key that differs. The tiny preset is that decoder.
 for spec in "mlp: swiglu|model.mlp" "norm: rmsnorm|model.norm" "position: rope|model.position" \
-    "kv_heads: 2|model.kv_heads" "bias: false|model.bias" \
-    "tied_embeddings: true|model.tied_embeddings"; do
+    "kv_heads: 2|model.kv_heads" "bias: false|model.bias"; do
   keys=${spec%%|*}
   variant "model-${keys%%:*}" "s/^model: {/model: {$keys, /" "$keys"
   refused 2 "$keys" "${spec##*|}" simulate
 done
+# Tied embeddings are the executor's (exec_reference_*-tied runs them); over a pipeline the
+# two copies' gradients are summed after the ring all-reduce, which ZeRO-1's shards and
+# parameter servers do not leave whole: refused by run and simulate, naming the key; the sleep
+# backend does not run the sum: refused by run --backend sleep.
+variant tied "s/^model: {/model: {tied_embeddings: true, /" "tied_embeddings: true"
+answers "cp 2 with tied embeddings"
+variant tied-pp2-zero1 "s/^model: {/model: {tied_embeddings: true, /; s/^parallel: {.*/parallel: {pp: 2, vpp: 1, dp: 2, tp: 1, zero: 1}/" "zero: 1"
+refused 4 "tied embeddings, pp 2, zero 1" model.tied_embeddings simulate
+variant tied-pp2-ps "s/^model: {/model: {tied_embeddings: true, /; s/^parallel: {.*/parallel: {pp: 2, vpp: 1, dp: 2, tp: 1}/; s/^cluster: {/cluster: {dp_reduction: parameter-server, parameter_servers: 1, /" "parameter-server"
+refused 5 "tied embeddings, pp 2, parameter servers" model.tied_embeddings simulate
+variant tied-pp2 "s/^model: {/model: {tied_embeddings: true, /; s/^parallel: {.*/parallel: {pp: 2, vpp: 1, dp: 1, tp: 1}/" "pp: 2"
+out=$("$mpiexec" --oversubscribe -np 2 "$bin" run "$job" --backend sleep 2>&1)
+check "run --backend sleep, tied embeddings, pp 2" $? "$out" model.tied_embeddings
 # Dropout is the executor's (hidden and attention, exec_reference_*-dropout runs it): simulate
 # on the cpu device prices it.
 variant dropout "s/^model: {/model: {dropout: true, /" "dropout: true"

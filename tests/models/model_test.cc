@@ -200,15 +200,16 @@ TEST(TrainingTest, ParsesAndRejects) {
             std::string::npos);
 }
 
-// The executor's decoder: the tiny preset is it, with or without dropout (the CPU backend runs
-// it); each architecture key changed alone is named, with what to write; a preset is named by
-// the first key (in mlp, norm, position, kv_heads, bias, tied_embeddings order) where it
-// differs.
+// The executor's decoder: the tiny preset is it, with or without dropout and tied embeddings
+// (the CPU backend runs both); each architecture key changed alone is named, with what to
+// write; a preset is named by the first key (in mlp, norm, position, kv_heads, bias order)
+// where it differs, and the GPT-3 presets are the decoder.
 TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   const ModelConfig tiny = *FindPreset("tiny");
   EXPECT_FALSE(ExecutorModelMismatch(tiny).has_value());
   ModelConfig with_dropout = tiny;
   with_dropout.dropout = true;
+  with_dropout.tied_embeddings = true;
   EXPECT_FALSE(ExecutorModelMismatch(with_dropout).has_value());
   struct Case {
     void (*change)(ModelConfig&);
@@ -224,8 +225,6 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
       {[](ModelConfig& m) { m.kv_heads = 2; }, "model.kv_heads",
        "kv_heads must equal heads (4); this model has kv_heads 2"},
       {[](ModelConfig& m) { m.bias = false; }, "model.bias", "write bias: true"},
-      {[](ModelConfig& m) { m.tied_embeddings = true; }, "model.tied_embeddings",
-       "write tied_embeddings: false"},
   };
   for (const Case& c : cases) {
     ModelConfig m = tiny;
@@ -235,9 +234,38 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
     EXPECT_EQ(bad->key, c.key);
     EXPECT_NE(bad->message.find(c.says), std::string::npos) << bad->message;
   }
-  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("gpt3-1.3b"))->key, "model.tied_embeddings");
+  EXPECT_FALSE(ExecutorModelMismatch(*FindPreset("gpt3-1.3b")).has_value());
   EXPECT_EQ(ExecutorModelMismatch(*FindPreset("llama3-8b"))->key, "model.mlp");
   EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.position");
+}
+
+// Tied embeddings over a pipeline: the executor sums the copies after the ring all-reduce, so
+// pp > 1 with ZeRO-1 or parameter servers is refused, naming the key and the reason; pp 1,
+// untied, or the ring without ZeRO pass.
+TEST(ModelTest, ExecutorTiedMismatchNamesZeroAndParameterServers) {
+  ModelConfig m = *FindPreset("tiny");
+  m.tied_embeddings = true;
+  ClusterConfig ring;
+  ring.dp_reduction = ClusterConfig::DpReduction::kRing;
+  ClusterConfig ps = ring;
+  ps.dp_reduction = ClusterConfig::DpReduction::kParameterServer;
+  ps.parameter_servers = 1;
+  const ParallelConfig pp2{.pp = 2, .dp = 2};
+  ParallelConfig pp2_zero1 = pp2;
+  pp2_zero1.zero = 1;
+  const ParallelConfig pp1_zero1{.pp = 1, .dp = 2, .zero = 1};
+  EXPECT_FALSE(ExecutorTiedMismatch(m, pp2, ring).has_value());
+  EXPECT_FALSE(ExecutorTiedMismatch(m, pp1_zero1, ring).has_value());
+  const auto zero = ExecutorTiedMismatch(m, pp2_zero1, ring);
+  ASSERT_TRUE(zero.has_value());
+  EXPECT_EQ(zero->key, "model.tied_embeddings");
+  EXPECT_NE(zero->message.find("ZeRO-1"), std::string::npos) << zero->message;
+  const auto servers = ExecutorTiedMismatch(m, pp2, ps);
+  ASSERT_TRUE(servers.has_value());
+  EXPECT_NE(servers->message.find("parameter-server"), std::string::npos) << servers->message;
+  m.tied_embeddings = false;
+  EXPECT_FALSE(ExecutorTiedMismatch(m, pp2_zero1, ring).has_value());
+  EXPECT_FALSE(ExecutorTiedMismatch(m, pp2, ps).has_value());
 }
 
 // What the CPU executor runs of training: fp32 throughout, reduced in fp32, no TP or ZeRO-1

@@ -37,6 +37,10 @@
 // BackwardInput only (2 per block each, plus one 1-float all-reduce of the loss under SP), in
 // the same order on every TP rank; BackwardWeight never communicates.
 //
+// Tied embeddings (model.tied_embeddings): the output layer is the token embedding applied
+// transposed; a last chunk without the embedding holds a copy ("embed.tok", seeded alike)
+// whose gradients the backend sums with the first chunk's before the optimizer step.
+//
 // Activation recomputation: spec.recompute applies to every transformer block of the chunk
 // (block.h: what F keeps, what I re-runs, what W needs); the embedding and the head always
 // keep their tensors. The bytes are models/cpu_inventory.h's (inventory.h).

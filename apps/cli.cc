@@ -2,8 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "schedule/file_io.h"
 
@@ -26,11 +30,48 @@ std::string Args::Get(const char* option, const std::string& fallback) const {
 
 namespace {
 
+bool HasPercent(const std::vector<std::string>& words) {
+  return std::any_of(words.begin(), words.end(),
+                     [](const std::string& w) { return w.find('%') != std::string::npos; });
+}
+
 // "-x", "--name": an option; "-", "-0.5" and "-3" are values.
 bool LooksLikeOption(const std::string& v) {
   if (v.size() < 2 || v[0] != '-') return false;
   const char c = v[1];
   return c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// Parses `words` into `vm`, or says what is wrong with them. Boost's messages substitute the
+// user's words into a template (error_with_option_name::substitute_placeholders) and loop
+// forever on a word that holds a placeholder such as %value%: where a word holds a '%', the
+// message is made from the words with each '%' shown as '?' (the same error: '%' means
+// nothing to the parser).
+std::optional<std::string> Parse(const std::vector<std::string>& words,
+                                 const po::options_description& all,
+                                 const po::positional_options_description& pos, int style,
+                                 po::variables_map& vm) {
+  try {
+    po::store(po::command_line_parser(words).options(all).positional(pos).style(style).run(), vm);
+    po::notify(vm);
+    return std::nullopt;
+  } catch (const po::unknown_option& e) {
+    return "unknown option " + e.get_option_name();
+  } catch (const po::invalid_command_line_syntax& e) {
+    if (e.kind() == po::invalid_syntax::missing_parameter) {
+      return "option " + e.get_option_name() + " needs a value";
+    }
+    if (!HasPercent(words)) return e.what();
+  } catch (const po::error& e) {
+    if (!HasPercent(words)) return e.what();
+  }
+  std::vector<std::string> shown = words;
+  for (std::string& w : shown) std::replace(w.begin(), w.end(), '%', '?');
+  po::variables_map scratch;
+  if (std::optional<std::string> bad = Parse(shown, all, pos, style, scratch)) {
+    return *bad + " ('%' shown as '?')";
+  }
+  return "the command line cannot be read";
 }
 
 }  // namespace
@@ -49,21 +90,9 @@ Expected<Args> ParseArgs(int argc, char** argv, const CommandSpec& spec,
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
   const std::string see = " (see pipetwin " + std::string(spec.name) + " --help)";
   Args a;
-  try {
-    const std::vector<std::string> words(argv + std::min(argc, 2), argv + argc);
-    po::store(po::command_line_parser(words).options(all).positional(pos).style(style).run(), a.vm);
-    po::notify(a.vm);
-  } catch (const po::unknown_option& e) {
-    return Error::BadInput(std::string(spec.name) + ": unknown option " + e.get_option_name() +
-                           see);
-  } catch (const po::invalid_command_line_syntax& e) {
-    if (e.kind() == po::invalid_syntax::missing_parameter) {
-      return Error::BadInput(std::string(spec.name) + ": option " + e.get_option_name() +
-                             " needs a value" + see);
-    }
-    return Error::BadInput(std::string(spec.name) + ": " + e.what() + see);
-  } catch (const po::error& e) {
-    return Error::BadInput(std::string(spec.name) + ": " + e.what() + see);
+  const std::vector<std::string> words(argv + std::min(argc, 2), argv + argc);
+  if (std::optional<std::string> bad = Parse(words, all, pos, style, a.vm)) {
+    return Error::BadInput(std::string(spec.name) + ": " + *bad + see);
   }
   // `--report --ascii`: a value that looks like an option is a forgotten value, not a file name.
   for (const auto& [name, value] : a.vm) {

@@ -1120,11 +1120,21 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .recompute = t.recompute,
                                                      .tied = m.tied_embeddings});
     sc.params = cm.params;
+    // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
+    // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer
+    // state of one rank's block of the stage (Zero1Layout: a copy of the tied embedding is
+    // sharded apart from the rest).
+    const int n_dp = par.dp * par.cp;
+    const bool zero1 = par.zero == 1 && n_dp > 1;
+    const bool tied_copy = m.tied_embeddings && num_stages > 1 && (s == 0 || s == num_stages - 1);
+    const I64 embedding = static_cast<I64>(m.vocab) * m.hidden;
+    const Zero1Layout z = MakeZero1Layout(cm.params, n_dp, 0, tied_copy ? embedding : 0);
     if (sc.embedding_sync_bytes > 0) {
       // The executor's embedding is replicated over TP, without position embeddings in the
-      // sum: each copy of the first and last stage sends its vocab x hidden float32 gradients
-      // (exec/cpu/cpu_backend.h); the time scales with the bytes.
-      const double bytes = static_cast<double>(m.vocab) * m.hidden * 4;
+      // sum: each copy of the first and last stage sends its vocab x hidden float32 gradients,
+      // under ZeRO-1 its rank's slice of them (exec/cpu/cpu_backend.h); the time scales with
+      // the bytes.
+      const double bytes = static_cast<double>(zero1 ? z.tied_shard : embedding) * 4;
       sc.embedding_sync_ms *= bytes / sc.embedding_sync_bytes;
       sc.embedding_sync_bytes = bytes;
     }
@@ -1133,16 +1143,10 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
     const I64 per_param = t.optimizer == Optimizer::kAdam          ? 8
                           : t.optimizer == Optimizer::kSgdMomentum ? 4
                                                                    : 0;
-    // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
-    // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer
-    // state of a ceil(params / (dp x cp)) shard.
-    const int n_dp = par.dp * par.cp;
-    const bool zero1 = par.zero == 1 && n_dp > 1;
-    const I64 shard = (cm.params + n_dp - 1) / n_dp;
     // Parameter servers (models/param_server.h) hold the optimizer state: the workers none.
     const bool ps = UsesParameterServers(jc.cluster, par);
-    sc.optimizer_bytes = ps ? 0 : (zero1 ? shard : cm.params) * per_param;
-    sc.zero1_padded_bytes = zero1 ? shard * n_dp * 4 : 0;
+    sc.optimizer_bytes = ps ? 0 : (zero1 ? z.shard() : cm.params) * per_param;
+    sc.zero1_padded_bytes = zero1 ? z.padded() * 4 : 0;
     sc.activation_bytes_per_microbatch = cm.activations_full;
     sc.activation_bytes_pending_w = cm.activations_pending_w;
     sc.activation_transient_bytes = cm.activations_i_transient;

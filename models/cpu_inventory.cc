@@ -149,25 +149,45 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
   return std::nullopt;
 }
 
+Zero1Layout MakeZero1Layout(std::int64_t elements, std::int64_t ranks, std::int64_t tied_offset,
+                            std::int64_t tied) {
+  Zero1Layout z{.elements = elements, .ranks = ranks, .tied_offset = tied_offset, .tied = tied};
+  z.tied_shard = (tied + ranks - 1) / ranks;
+  z.rest_shard = (elements - tied + ranks - 1) / ranks;
+  return z;
+}
+
+std::vector<Zero1Layout::Run> Zero1Layout::Runs() const {
+  std::vector<Run> runs;
+  const auto add = [&](std::int64_t pos, std::int64_t flat, std::int64_t length) {
+    if (length > 0) runs.push_back({pos, flat, length});
+  };
+  const std::int64_t rest = elements - tied;
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    const std::int64_t pos = r * shard();
+    // The embedding's slice r.
+    const std::int64_t e0 = std::min(tied, r * tied_shard);
+    const std::int64_t e1 = std::min(tied, e0 + tied_shard);
+    add(pos, tied_offset + e0, e1 - e0);
+    // The rest's slice r: rest index k is flat k before the embedding, k + tied after it.
+    const std::int64_t k0 = std::min(rest, r * rest_shard);
+    const std::int64_t k1 = std::min(rest, k0 + rest_shard);
+    const std::int64_t split = std::clamp(tied_offset, k0, k1);
+    add(pos + tied_shard, k0, split - k0);
+    add(pos + tied_shard + (split - k0), split + tied, k1 - split);
+  }
+  return runs;
+}
+
 std::optional<ModelMismatch> ExecutorTiedMismatch(const ModelConfig& m, const ParallelConfig& par,
                                                   const ClusterConfig& cluster) {
   if (!m.tied_embeddings || par.pp == 1) return std::nullopt;
-  const std::string why =
-      "the executor sums the tied embedding's two copies (first and last stage) after the "
-      "data-parallel ring all-reduce, ";
-  if (par.zero > 0) {
-    return ModelMismatch{"model.tied_embeddings",
-                         why +
-                             "which ZeRO-1 replaces by shards that differ between the two "
-                             "stages: with pp > 1 and parallel.zero " +
-                             std::to_string(par.zero) + " write tied_embeddings: false"};
-  }
   if (ParameterServerRanks(cluster, par) > 0) {
     return ModelMismatch{"model.tied_embeddings",
-                         why +
-                             "and parameter servers step the optimizer before it: with pp > 1 "
-                             "and cluster.dp_reduction: parameter-server write "
-                             "tied_embeddings: false"};
+                         "the executor sums the tied embedding's two copies (first and last "
+                         "stage) after the data-parallel reduction, and parameter servers step "
+                         "the optimizer before it: with pp > 1 and cluster.dp_reduction: "
+                         "parameter-server write tied_embeddings: false"};
   }
   return std::nullopt;
 }

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/cluster.h"
 #include "models/model.h"
@@ -102,11 +103,40 @@ struct ModelMismatch {
 };
 std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m);
 
+// ZeRO-1 on the CPU executor: how one stage's `elements` float32 parameters (and gradients) are
+// spread over its `ranks` (dp × cp) ranks. Rank r owns block r, `shard()` elements, of a padded
+// buffer of `padded()`; the reduce-scatter leaves the block's summed gradients on r, the
+// all-gather after the step brings every block back. A stage holding a copy of the tied
+// embedding (`tied` elements from `tied_offset`: the first and the last stage when pp > 1)
+// shards the embedding and the rest apart, each padded to a multiple of the ranks, as Megatron-
+// LM's distributed optimizer gives the shared embedding a bucket of its own: block r is
+// [embedding slice r (tied_shard), rest slice r (rest_shard)], so rank r of the first stage and
+// rank r of the last own the same slice, and OPT sums just that. Without a copy (tied 0), block r
+// is elements [r·shard, (r+1)·shard).
+//
+//   Zero1Layout z = MakeZero1Layout(10, 3, 6, 3);  // elements 6, 7, 8 are the embedding
+//   z.tied_shard == 1, z.rest_shard == 3, z.padded() == 12
+//   z.Runs(): block 0 = {6}, {0, 1, 2}; block 1 = {7}, {3, 4, 5}; block 2 = {8}, {9} + 2 pad
+struct Zero1Layout {
+  std::int64_t elements = 0, ranks = 1, tied_offset = 0, tied = 0;
+  std::int64_t tied_shard = 0, rest_shard = 0;  // ceil(tied / ranks), ceil(rest / ranks)
+  std::int64_t shard() const { return tied_shard + rest_shard; }
+  std::int64_t padded() const { return shard() * ranks; }
+  // Contiguous runs: `length` elements from flat index `flat` sit at `pos` of the padded
+  // buffer. Positions no run covers are padding (zero).
+  struct Run {
+    std::int64_t pos = 0, flat = 0, length = 0;
+  };
+  std::vector<Run> Runs() const;
+};
+Zero1Layout MakeZero1Layout(std::int64_t elements, std::int64_t ranks, std::int64_t tied_offset = 0,
+                            std::int64_t tied = 0);
+
 // Tied embeddings over a pipeline (pp > 1): the last stage keeps a copy of the embedding as its
-// output layer, and the executor sums the two copies' gradients once the data-parallel ring
-// all-reduce is done (at OPT, Megatron-LM's embedding group). ZeRO-1 (its shards of the two
-// stages' buffers do not line up) and parameter servers (they step before the sum) are refused,
-// by `run` and by cluster.device cpu alike: the key and why. Nothing for pp 1 or untied.
+// output layer, and the executor sums the two copies' gradients once the data-parallel
+// reduction is done (at OPT, Megatron-LM's embedding group; under ZeRO-1 each rank's slice of
+// them, Zero1Layout). Parameter servers (they step before the sum) are refused, by `run` and by
+// cluster.device cpu alike: the key and why. Nothing for pp 1 or untied.
 std::optional<ModelMismatch> ExecutorTiedMismatch(const ModelConfig& m, const ParallelConfig& par,
                                                   const ClusterConfig& cluster);
 

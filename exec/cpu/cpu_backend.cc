@@ -20,6 +20,31 @@ std::int64_t RingBytes(models::Collective c, std::size_t elems, int n) {
   return models::RingBytesSentPerRank(c, static_cast<std::int64_t>(elems * sizeof(float)), n);
 }
 
+// A chunk's ZeRO-1 blocks over `ranks` (models/cpu_inventory.h): its copy of the tied
+// embedding, if it holds one that is summed with another stage's, sharded apart.
+models::Zero1Layout ChunkZero1Layout(const cpu::Chunk& c, bool tied_copy, int ranks) {
+  std::int64_t offset = 0, tied = 0;
+  if (tied_copy) {
+    const gpt::ParamInfo& p = c.layout().Find("embed.tok");
+    offset = static_cast<std::int64_t>(p.offset);
+    tied = static_cast<std::int64_t>(p.size());
+  }
+  return models::MakeZero1Layout(static_cast<std::int64_t>(c.params().size()), ranks, offset, tied);
+}
+
+// Copies `flat` into the blocks of `padded` (its padding left as it is), or back.
+void PackZero1(const models::Zero1Layout& z, std::span<const float> flat, std::span<float> padded) {
+  for (const models::Zero1Layout::Run& r : z.Runs()) {
+    std::copy_n(flat.begin() + r.flat, r.length, padded.begin() + r.pos);
+  }
+}
+void UnpackZero1(const models::Zero1Layout& z, std::span<const float> padded,
+                 std::span<float> flat) {
+  for (const models::Zero1Layout::Run& r : z.Runs()) {
+    std::copy_n(padded.begin() + r.pos, r.length, flat.begin() + r.flat);
+  }
+}
+
 }  // namespace
 
 MpiCollectives::MpiCollectives(MPI_Comm comm, double timeout_s)
@@ -127,10 +152,11 @@ CpuBackend::CpuBackend(const BackendConfig& cfg)
       auto chunk =
           std::make_unique<cpu::Chunk>(cfg_.model, spec, cfg_.tp, acc_, tp_coll_.get(), cp);
       chunk->set_loss_scale(1.0f / static_cast<float>(cfg_.microbatches * cfg_.dp));
-      // Under ZeRO-1 each rank keeps the optimizer state of its shard only.
-      const std::size_t np = cfg_.zero1
-                                 ? HostGradReduce::Shard(chunk->params().size(), cfg_.grad_size)
-                                 : chunk->params().size();
+      // Under ZeRO-1 each rank keeps the optimizer state of its block only.
+      const std::size_t np =
+          cfg_.zero1 ? static_cast<std::size_t>(
+                           ChunkZero1Layout(*chunk, HoldsTiedCopy(s), cfg_.grad_size).shard())
+                     : chunk->params().size();
       if (cfg_.ps != nullptr) {
         // The servers hold the optimizer state of every shard.
       } else if (cfg_.adam) {
@@ -251,29 +277,25 @@ void CpuBackend::Compute(const Action& a) {
         sp_synced_[s] = true;
       }
       if (ps_) break;  // the servers stepped it; REDUCE_GRAD pulled the parameters
-      if (cfg_.model.tied_embeddings && last > 0 && (s == 0 || s == last) && !tied_synced_) {
-        SumTiedEmbeddingGrads(a);
-      }
+      if (HoldsTiedCopy(s) && !tied_synced_) SumTiedEmbeddingGrads(a);
       if (!cfg_.zero1) {
         optimizers_.at(s)->Step(c.params(), c.grads());
         break;
       }
       {
-        // Step this rank's shard, then all-gather the parameters (in a padded buffer).
-        const std::size_t n = c.params().size();
-        const std::size_t shard = Shard(s);
+        // Step this rank's block, then all-gather the parameters (in a padded buffer).
+        const models::Zero1Layout z = ZeroLayout(s);
+        const auto shard = static_cast<std::size_t>(z.shard());
         const std::size_t begin = shard * static_cast<std::size_t>(cfg_.grad_rank);
         cpu::Tensor& g = zero_grads_.at(s);
-        cpu::Tensor gathered(
-            acc_, cpu::MemCategory::kComm, 1,
-            static_cast<cpu::Index>(shard * static_cast<std::size_t>(cfg_.grad_size)));
-        std::copy(c.params().begin(), c.params().end(), gathered.data());
+        cpu::Tensor gathered(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(z.padded()));
+        PackZero1(z, c.params(), gathered.span());
         optimizers_.at(s)->Step(gathered.span().subspan(begin, shard), g.span().subspan(0, shard));
         reduced_shard_[s].assign(g.data(), g.data() + shard);
         dp_reduce_.AllGather(gathered.span(), shard, [&] {
           return a.ToString() + ": ZeRO-1 parameter all-gather over data parallelism";
         });
-        std::copy(gathered.data(), gathered.data() + n, c.params().begin());
+        UnpackZero1(z, gathered.span(), c.params());
         zero_grads_.erase(s);
       }
       break;
@@ -335,11 +357,15 @@ void CpuBackend::StartReduceGrad(int stage) {
   auto [it, inserted] = zero_grads_.try_emplace(
       stage, cpu::Tensor(acc_, cpu::MemCategory::kComm, 1, static_cast<cpu::Index>(r.elements)));
   if (!inserted) throw std::logic_error("REDUCE_GRAD twice for stage " + std::to_string(stage));
-  std::copy(g.begin(), g.end(), it->second.data());
+  PackZero1(ZeroLayout(stage), g, it->second.span());
   dp_reduce_.Start(stage, it->second.span(), r);
 }
 
 std::span<float> CpuBackend::TiedEmbeddingGrads(int stage) {
+  if (cfg_.zero1) {  // this rank's slice, reduced over DP, at the front of its block
+    return zero_grads_.at(stage).span().subspan(
+        0, static_cast<std::size_t>(ZeroLayout(stage).tied_shard));
+  }
   cpu::Chunk& c = chunk(stage);
   const gpt::ParamInfo& p = c.layout().Find("embed.tok");
   return c.grads().subspan(p.offset, static_cast<std::size_t>(p.size()));
@@ -384,11 +410,20 @@ int CpuBackend::TiedEmbeddingTag() const {
 }
 
 GradReduction CpuBackend::Reduction(int stage) const {
-  return HostGradReduce::Describe(chunks_.at(stage)->params().size(), cfg_.zero1, cfg_.grad_size);
+  if (!cfg_.zero1) {
+    return HostGradReduce::Describe(chunks_.at(stage)->params().size(), false, cfg_.grad_size);
+  }
+  const auto padded = static_cast<std::size_t>(ZeroLayout(stage).padded());
+  return {padded, true, RingBytes(models::Collective::kReduceScatter, padded, cfg_.grad_size)};
 }
 
-std::size_t CpuBackend::Shard(int stage) const {
-  return HostGradReduce::Shard(chunks_.at(stage)->params().size(), cfg_.grad_size);
+bool CpuBackend::HoldsTiedCopy(int stage) const {
+  const int last = static_cast<int>(cfg_.layers_per_stage.size()) - 1;
+  return cfg_.model.tied_embeddings && last > 0 && (stage == 0 || stage == last);
+}
+
+models::Zero1Layout CpuBackend::ZeroLayout(int stage) const {
+  return ChunkZero1Layout(*chunks_.at(stage), HoldsTiedCopy(stage), cfg_.grad_size);
 }
 
 bool CpuBackend::TestReduceGrad(int stage) {
@@ -447,8 +482,9 @@ std::vector<float> CpuBackend::StageGrads(int stage) const {
   std::vector<float> all(mine.size() * static_cast<std::size_t>(cfg_.grad_size));
   PT_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
                              static_cast<int>(mine.size()), MPI_FLOAT, cfg_.grad_comm));
-  all.resize(g.size());
-  return all;
+  std::vector<float> flat(g.size());
+  UnpackZero1(ZeroLayout(stage), all, flat);
+  return flat;
 }
 
 std::optional<Roofline> CpuBackend::MeasureRoofline() {

@@ -27,6 +27,7 @@
 #include "exec/host_comm.h"
 #include "exec/mpi_util.h"
 #include "exec/param_server.h"
+#include "models/cpu_inventory.h"
 
 namespace pipetwin::exec {
 
@@ -125,11 +126,15 @@ class CpuBackend final : public Backend {
   // kept for reference checks (outside the accounting: not part of a training step).
   std::map<int, cpu::Tensor> zero_grads_;
   std::map<int, std::vector<float>> reduced_shard_;
-  std::size_t Shard(int stage) const;
+  // The stage's ZeRO-1 blocks (models/cpu_inventory.h): a copy of the tied embedding sharded
+  // apart, so that the first and last stage's rank r hold the same slice of it.
+  models::Zero1Layout ZeroLayout(int stage) const;
+  bool HoldsTiedCopy(int stage) const;
   GradReduction Reduction(int stage) const;
   // Tied embeddings over more than one stage: at the first OPT of stage 0 or of the last
   // stage, the two copies' gradients are summed (with the partner pipeline rank, or between
-  // two chunks of this rank); their bytes count as pipeline traffic.
+  // two chunks of this rank); under ZeRO-1 this rank's slice of them, at the front of its
+  // reduced block. Their bytes count as pipeline traffic.
   std::span<float> TiedEmbeddingGrads(int stage);
   void SumTiedEmbeddingGrads(const Action& a);
   int TiedEmbeddingTag() const;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include <yaml-cpp/yaml.h>
 #include "models/cpu_inventory.h"
 #include "models/training.h"
@@ -242,7 +246,7 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
 // Tied embeddings over a pipeline: the executor sums the copies after the ring all-reduce, so
 // pp > 1 with ZeRO-1 or parameter servers is refused, naming the key and the reason; pp 1,
 // untied, or the ring without ZeRO pass.
-TEST(ModelTest, ExecutorTiedMismatchNamesZeroAndParameterServers) {
+TEST(ModelTest, ExecutorTiedMismatchNamesParameterServers) {
   ModelConfig m = *FindPreset("tiny");
   m.tied_embeddings = true;
   ClusterConfig ring;
@@ -256,16 +260,68 @@ TEST(ModelTest, ExecutorTiedMismatchNamesZeroAndParameterServers) {
   const ParallelConfig pp1_zero1{.pp = 1, .dp = 2, .zero = 1};
   EXPECT_FALSE(ExecutorTiedMismatch(m, pp2, ring).has_value());
   EXPECT_FALSE(ExecutorTiedMismatch(m, pp1_zero1, ring).has_value());
-  const auto zero = ExecutorTiedMismatch(m, pp2_zero1, ring);
-  ASSERT_TRUE(zero.has_value());
-  EXPECT_EQ(zero->key, "model.tied_embeddings");
-  EXPECT_NE(zero->message.find("ZeRO-1"), std::string::npos) << zero->message;
+  EXPECT_FALSE(ExecutorTiedMismatch(m, pp2_zero1, ring).has_value());  // Zero1Layout
   const auto servers = ExecutorTiedMismatch(m, pp2, ps);
   ASSERT_TRUE(servers.has_value());
+  EXPECT_EQ(servers->key, "model.tied_embeddings");
   EXPECT_NE(servers->message.find("parameter-server"), std::string::npos) << servers->message;
   m.tied_embeddings = false;
-  EXPECT_FALSE(ExecutorTiedMismatch(m, pp2_zero1, ring).has_value());
   EXPECT_FALSE(ExecutorTiedMismatch(m, pp2, ps).has_value());
+}
+
+// ZeRO-1's blocks, by hand: 10 elements over 3 ranks, the embedding at 6, 7, 8.
+TEST(ModelTest, Zero1LayoutShardsTheTiedEmbeddingApart) {
+  const Zero1Layout z = MakeZero1Layout(10, 3, 6, 3);
+  EXPECT_EQ(z.tied_shard, 1);
+  EXPECT_EQ(z.rest_shard, 3);
+  EXPECT_EQ(z.padded(), 12);
+  std::vector<std::int64_t> at(12, -1);  // flat index at each position of the padded buffer
+  for (const Zero1Layout::Run& r : z.Runs()) {
+    for (std::int64_t i = 0; i < r.length; ++i)
+      at[static_cast<std::size_t>(r.pos + i)] = r.flat + i;
+  }
+  EXPECT_EQ(at, (std::vector<std::int64_t>{6, 0, 1, 2, 7, 3, 4, 5, 8, 9, -1, -1}));
+  // Without a tied copy: block r is [r·shard, (r+1)·shard), as a plain reduce-scatter has it.
+  const Zero1Layout plain = MakeZero1Layout(10, 3);
+  EXPECT_EQ(plain.shard(), 4);
+  ASSERT_EQ(plain.Runs().size(), 3u);
+  EXPECT_EQ(plain.Runs()[2].pos, 8);
+  EXPECT_EQ(plain.Runs()[2].flat, 8);
+  EXPECT_EQ(plain.Runs()[2].length, 2);
+}
+
+// Every element lands exactly once, and the first and last stage's rank r hold the same slice
+// of the embedding (first stage: embedding in front; last: at the end), whatever the sizes.
+TEST(ModelTest, Zero1LayoutAlignsTheEmbeddingSlices) {
+  for (std::int64_t ranks : {1, 2, 3, 5, 8}) {
+    for (std::int64_t tied : {1, 7, 64}) {
+      for (std::int64_t rest : {0, 1, 9, 100}) {
+        const Zero1Layout first = MakeZero1Layout(tied + rest, ranks, 0, tied);
+        const Zero1Layout last = MakeZero1Layout(rest + 3 + tied, ranks, rest + 3, tied);
+        for (const Zero1Layout& z : {first, last}) {
+          std::vector<int> seen(static_cast<std::size_t>(z.elements), 0);
+          std::vector<std::int64_t> slice(static_cast<std::size_t>(ranks * z.tied_shard), -1);
+          for (const Zero1Layout::Run& r : z.Runs()) {
+            ASSERT_LE(r.pos + r.length, z.padded());
+            for (std::int64_t i = 0; i < r.length; ++i) {
+              ++seen[static_cast<std::size_t>(r.flat + i)];
+              const std::int64_t block = (r.pos + i) / z.shard(), in = (r.pos + i) % z.shard();
+              const std::int64_t e = r.flat + i - z.tied_offset;
+              if (in < z.tied_shard) {
+                ASSERT_TRUE(e >= 0 && e < tied);
+                slice[static_cast<std::size_t>(block * z.tied_shard + in)] = e;
+              }
+            }
+          }
+          EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), z.elements);
+          for (std::size_t k = 0; k < slice.size(); ++k) {
+            EXPECT_EQ(slice[k],
+                      static_cast<std::int64_t>(k) < tied ? static_cast<std::int64_t>(k) : -1);
+          }
+        }
+      }
+    }
+  }
 }
 
 // What the CPU executor runs of training: fp32 throughout, reduced in fp32, no TP or ZeRO-1

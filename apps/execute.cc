@@ -20,6 +20,8 @@
 #include "exec/mpi_session.h"
 #include "exec/mpi_util.h"
 #include "job/job.h"
+#include "models/costs.h"
+#include "models/param_server.h"
 #include "schedule/report.h"
 #include "sim/simulate.h"
 
@@ -84,13 +86,29 @@ const RankReport* PredictedRow(const JobToExecute& j, int world_rank) {
   return nullptr;
 }
 
+// What each parameter server of a CPU run holds at least (models/param_server.h), from the
+// cost model's float32 stage sizes; nothing without servers.
+std::vector<std::int64_t> ServerHostBytes(const ResolvedJob& job) {
+  const JobConfig& c = job.config;
+  const int servers = models::ParameterServerRanks(c.cluster, c.parallel);
+  if (servers == 0 || !job.model_costs) return {};
+  std::vector<std::int64_t> elements;
+  for (const models::StageCost& sc : job.model_costs->stages) elements.push_back(sc.params);
+  const models::Optimizer o = c.training.optimizer;
+  const int state = o == models::Optimizer::kAdam          ? 2
+                    : o == models::Optimizer::kSgdMomentum ? 1
+                                                           : 0;
+  return models::PredictServerHostBytes(
+      elements, {.dp = c.parallel.dp, .tp = c.parallel.tp, .servers = servers}, state);
+}
+
 // The CPU backend allocates every rank's model, gradients, optimizer state and activations in
 // this machine's memory, exactly as simulate predicts them on the cpu device (results/memory/).
 // Ranks that need more than the machine has would end in std::bad_alloc or the kernel's OOM
 // killer part way through: refused before anything is allocated, naming the figures. The
 // predicted peak leaves out the workspace inside an action, so a job just under the line may
-// still not fit. Each rank also checks its own address-space limit (below). A collective over
-// MPI_COMM_WORLD.
+// still not fit. Parameter servers on this machine count with what they hold at least. Each rank
+// also checks its own address-space limit (below). A collective over MPI_COMM_WORLD.
 Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
   const ResolvedJob& job = j.job;
   if (backend != "cpu" || job.config.cluster.device.name != "cpu") return OkStatus();
@@ -100,20 +118,25 @@ Status CheckHostMemory(const JobToExecute& j, const std::string& backend) {
   if (const std::optional<std::int64_t> avail = AvailableHostBytes(&source)) {
     std::int64_t need = 0, most = 0;
     int fullest = -1;
-    for (const RankReport& r : j.predicted->ranks) {
-      if (std::find(here.begin(), here.end(), r.rank) == here.end()) continue;
-      need += r.peak_memory_bytes;
-      if (r.peak_memory_bytes > most) {
-        most = r.peak_memory_bytes;
-        fullest = r.rank;
+    auto count = [&](int rank, std::int64_t bytes) {
+      if (std::find(here.begin(), here.end(), rank) == here.end()) return;
+      need += bytes;
+      if (bytes > most) {
+        most = bytes;
+        fullest = rank;
       }
+    };
+    for (const RankReport& r : j.predicted->ranks) count(r.rank, r.peak_memory_bytes);
+    const std::vector<std::int64_t> servers = ServerHostBytes(job);
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+      count(job.config.parallel.WorldSize() + static_cast<int>(i), servers[i]);
     }
     if (need > *avail) {
       return Error::BadInput(
           job.path() + ": the " + std::to_string(here.size()) + " rank" +
           (here.size() == 1 ? " on this machine needs " : "s on this machine need ") + Gib(need) +
-          " (simulate's predicted peaks on the cpu device, the CPU backend's own inventory; "
-          "rank " +
+          " (simulate's predicted peaks on the cpu device, the CPU backend's own inventory, "
+          "and what parameter servers hold at least; rank " +
           std::to_string(fullest) + " the most, " + Gib(most) + "), and it has " + Gib(*avail) +
           " available (" + source +
           "): make the model smaller (model.layers, hidden, seq_len, training.micro_batch) or "

@@ -37,4 +37,16 @@ std::vector<PsServerBytes> PredictServerBytes(const std::vector<std::int64_t>& s
   return out;
 }
 
+std::vector<std::int64_t> PredictServerHostBytes(const std::vector<std::int64_t>& stage_elements,
+                                                 const PsShape& shape, int state_floats) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(std::max(0, shape.servers)));
+  for (int i = 0; i < shape.servers; ++i) {
+    std::int64_t elems = 0;
+    for (std::int64_t e : stage_elements) elems += ParameterServerShard(e, shape.servers, i).size;
+    out[static_cast<std::size_t>(i)] =
+        elems * shape.tp * (1 + state_floats + shape.dp) * static_cast<std::int64_t>(sizeof(float));
+  }
+  return out;
+}
+
 }  // namespace pipetwin::models

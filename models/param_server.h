@@ -53,4 +53,12 @@ struct PsServerBytes {
 std::vector<PsServerBytes> PredictServerBytes(const std::vector<std::int64_t>& stage_elements,
                                               const PsShape& shape, int element_bytes);
 
+// Per server, the bytes it holds at least, in float32 (the executor's servers): for every
+// stage and tp rank its shard of the parameters, `state_floats` optimizer floats per element
+// (Adam 2, SGD with momentum 1, SGD 0) and one step's pushes from the dp workers, whose
+// receives are posted up front. Replies in flight and the pushes of further steps (dp_sync
+// async or stale) come on top.
+std::vector<std::int64_t> PredictServerHostBytes(const std::vector<std::int64_t>& stage_elements,
+                                                 const PsShape& shape, int state_floats);
+
 }  // namespace pipetwin::models

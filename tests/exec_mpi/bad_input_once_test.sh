@@ -40,6 +40,10 @@ expect_once 2 "parallel.tp" run "$jobs/tp2.yaml" --backend sleep
 expect_once 2 "on this machine need" run "$jobs/too-big-for-memory.yaml" --backend cpu
 expect_once 2 "on this machine need" calibrate "$jobs/too-big-for-memory.yaml" --backend cpu \
   --out "$dir/profile.yaml"
+# Parameter servers count too: the server (world rank 2) holds all of GPT-3 175B's
+# 175,221,817,344 parameters (96 × (12h² + 13h) + 2·vocab·h + seq·h + 2h, untied, h 12288), its
+# 2 Adam floats and the 2 workers' pushes: × 20 B = 3263.76 GiB.
+expect_once 3 "rank 2 the most, 3263.76 GiB" run "$jobs/too-big-servers.yaml" --backend cpu
 # A rank's address space limited below its predicted peak (ulimit -v 1.5 GiB, about 2.3 GiB a
 # rank): with too little to spare OpenBLAS spun forever in a failing malloc. The headroom asked
 # is 128 MiB + 160 MiB per GEMM thread (execution.threads, 1 here), whatever the machine's

@@ -29,6 +29,17 @@ TEST(ParamServerTest, ServerBytesPerStep) {
   EXPECT_EQ(b[2].sent, 332 * 4 * 4 + 1 * 4 * 8);
 }
 
+TEST(ParamServerTest, ServerHostBytes) {
+  // The same stages, tp 2, Adam: server 0 holds (334 + 1) elements per tp rank, each with its
+  // 2 Adam floats and the 4 workers' pushes: 7 floats; server 2 holds 332 and nothing of the
+  // 2-element stage.
+  const auto b = PredictServerHostBytes({1000, 2}, {.dp = 4, .tp = 2, .servers = 3}, 2);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (334 + 1) * 2 * 7 * 4);
+  EXPECT_EQ(b[2], 332 * 2 * 7 * 4);
+  EXPECT_EQ(PredictServerHostBytes({10}, {.dp = 2, .tp = 1, .servers = 1}, 0)[0], 10 * 3 * 4);
+}
+
 TEST(ParamServerTest, OnlyWithDataParallelismAndNoZero) {
   ClusterConfig c;
   c.dp_reduction = ClusterConfig::DpReduction::kParameterServer;

@@ -43,13 +43,10 @@ Tensor Copy(const Tensor& t) {
 // Linear
 
 Tensor Linear::Forward(Tensor x, Saved* s) const {
-  // op(W) is [in, out]: W itself, or Wᵀ of a weight stored [out, in].
   const bool t = opt_.transposed_weight;
-  const Index in = t ? w_.cols : w_.rows;
-  const Index out = t ? w_.rows : w_.cols;
-  assert(x.cols() == in);
-  Tensor y = NewOutputLike(x, x.rows(), out);
-  Gemm(Trans::kNo, t ? Trans::kYes : Trans::kNo, x.rows(), out, in, 1.0f, x.data(), x.cols(),
+  assert(x.cols() == in());
+  Tensor y = NewOutputLike(x, x.rows(), out());
+  Gemm(Trans::kNo, t ? Trans::kYes : Trans::kNo, x.rows(), out(), in(), 1.0f, x.data(), x.cols(),
        w_.value, w_.cols, 0.0f, y.data(), y.cols());
   if (opt_.bias_in_forward) AddBias(y);
   s->x = Keep(std::move(x));
@@ -63,12 +60,10 @@ void Linear::AddBias(Tensor& y) const {
 
 Tensor Linear::BackwardInput(Tensor dy, Saved* s) const {
   const bool t = opt_.transposed_weight;
-  const Index in = t ? w_.cols : w_.rows;
-  const Index out = t ? w_.rows : w_.cols;
-  assert(dy.cols() == out);
-  Tensor dx = NewOutputLike(dy, dy.rows(), in);
+  assert(dy.cols() == out());
+  Tensor dx = NewOutputLike(dy, dy.rows(), in());
   // dx = dy op(W)ᵀ: dy Wᵀ, or dy W for a transposed weight.
-  Gemm(Trans::kNo, t ? Trans::kNo : Trans::kYes, dy.rows(), in, out, 1.0f, dy.data(), dy.cols(),
+  Gemm(Trans::kNo, t ? Trans::kNo : Trans::kYes, dy.rows(), in(), out(), 1.0f, dy.data(), dy.cols(),
        w_.value, w_.cols, 0.0f, dx.data(), dx.cols());
   s->dy = Keep(std::move(dy));
   return dx;

@@ -70,6 +70,10 @@ class Linear {
   void BackwardWeight(Saved* s) const;
 
  private:
+  // op(W) is [in, out]: W itself, or Wᵀ of a weight stored [out, in].
+  Index in() const { return opt_.transposed_weight ? w_.cols : w_.rows; }
+  Index out() const { return opt_.transposed_weight ? w_.rows : w_.cols; }
+
   ParamRef w_;
   ParamRef b_;
   Options opt_;

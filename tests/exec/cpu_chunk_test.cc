@@ -77,14 +77,22 @@ void RunWholeAndPipeline(Chunk& whole, Chunk& s0, Chunk& s1, const std::vector<B
   }
 }
 
+// The 4-layer model whole, and split in two stages of 2 layers.
+struct WholeAndStages {
+  WholeAndStages(const ModelConfig& m, Accountant& acc)
+      : whole(m, ChunkSpec{.first_layer = 0, .num_layers = 4}, TpConfig{}, acc),
+        s0(m, ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
+           TpConfig{}, acc),
+        s1(m, ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true},
+           TpConfig{}, acc) {}
+  Chunk whole, s0, s1;
+};
+
 TEST(CpuChunk, TwoStagePipelineEqualsWholeModel) {
   const ModelConfig m = SmallModel();
   Accountant acc;
-  Chunk whole(m, ChunkSpec{.first_layer = 0, .num_layers = 4}, TpConfig{}, acc);
-  Chunk s0(m, ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
-           TpConfig{}, acc);
-  Chunk s1(m, ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true},
-           TpConfig{}, acc);
+  WholeAndStages chunks(m, acc);
+  Chunk &whole = chunks.whole, &s0 = chunks.s0, &s1 = chunks.s1;
   // Seeded initialisation by name already agrees; randomise LayerNorms and biases as well.
   testing::RandomFill(whole.params(), 5, 0.2f);
   for (Chunk* stage : {&s0, &s1}) {
@@ -112,11 +120,8 @@ TEST(CpuChunk, TiedEmbeddingsSplitSumToWholeModel) {
   ModelConfig m = SmallModel();
   m.tied_embeddings = true;
   Accountant acc;
-  Chunk whole(m, ChunkSpec{.first_layer = 0, .num_layers = 4}, TpConfig{}, acc);
-  Chunk s0(m, ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
-           TpConfig{}, acc);
-  Chunk s1(m, ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true},
-           TpConfig{}, acc);
+  WholeAndStages chunks(m, acc);
+  Chunk &whole = chunks.whole, &s0 = chunks.s0, &s1 = chunks.s1;
   EXPECT_THROW(whole.layout().Find("head.out_w"), std::exception);
   EXPECT_EQ(whole.params().size() + static_cast<std::size_t>(m.vocab * m.hidden),
             s0.params().size() + s1.params().size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "schedule/file_io.h"
+#include "schedule/suggest.h"
 
 namespace pipetwin {
 
@@ -56,7 +57,17 @@ std::optional<std::string> Parse(const std::vector<std::string>& words,
     po::notify(vm);
     return std::nullopt;
   } catch (const po::unknown_option& e) {
-    return "unknown option " + e.get_option_name();
+    // The option as written ("--reprot"), and the long names it may have meant.
+    const std::string written = e.get_option_name();
+    std::vector<std::string> names;
+    for (const auto& o : all.options()) {
+      if (!o->long_name().empty() && o->long_name() != "positional")
+        names.push_back(o->long_name());
+    }
+    const std::string bare =
+        written.substr(std::min(written.find_first_not_of('-'), written.size()));
+    const std::string guess = DidYouMean(bare, names, "--");
+    return "unknown option " + written + (guess.empty() ? "" : ", " + guess);
   } catch (const po::invalid_command_line_syntax& e) {
     if (e.kind() == po::invalid_syntax::missing_parameter) {
       return "option " + e.get_option_name() + " needs a value";

@@ -15,7 +15,9 @@
 #include "schedule/build.h"
 #include "schedule/csv.h"
 #include "schedule/generators.h"
+#include "schedule/quote.h"
 #include "schedule/report.h"
+#include "schedule/suggest.h"
 #include "schedule/trace.h"
 #include "schedule/trace_read.h"
 #include "sim/ascii.h"
@@ -330,8 +332,9 @@ int CmdSchedule(int argc, char** argv) {
   if (a->help) return 0;
   const std::string fmt = a->Get("format", "compute_only");
   if (fmt != "compute_only" && fmt != "compute_comms" && fmt != "pipetwin") {
-    return Fail(Error::BadInput("--format: must be compute_only, compute_comms or pipetwin, got '" +
-                                fmt + "'"));
+    const std::string guess = DidYouMean(fmt, {"compute_only", "compute_comms", "pipetwin"});
+    return Fail(Error::BadInput("--format: must be compute_only, compute_comms or pipetwin, got " +
+                                Quoted(fmt) + (guess.empty() ? "" : "; " + guess)));
   }
   const CsvFormat format = fmt == "compute_comms" ? CsvFormat::kComputeComms
                            : fmt == "pipetwin"    ? CsvFormat::kPipetwin

@@ -6,8 +6,11 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "apps/commands.h"
+#include "schedule/quote.h"
+#include "schedule/suggest.h"
 
 namespace pipetwin {
 namespace {
@@ -91,7 +94,12 @@ int Main(int argc, char** argv) {
   if (cmd == "compare") return CmdCompare(argc, argv);
   if (cmd == "validate") return CmdValidate(argc, argv);
   if (cmd == "plan") return CmdPlan(argc, argv);
-  std::fprintf(stderr, "pipetwin: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  static const std::vector<std::string> kCommands = {"simulate", "schedule", "schedules",
+                                                     "presets",  "run",      "calibrate",
+                                                     "compare",  "validate", "plan"};
+  const std::string guess = DidYouMean(cmd, kCommands);
+  std::fprintf(stderr, "pipetwin: unknown command %s%s\n\n%s", Quoted(cmd).c_str(),
+               guess.empty() ? "" : (", " + guess).c_str(), kUsage);
   return 2;
 }
 

@@ -23,7 +23,9 @@
 #include "models/model.h"
 #include "models/placement.h"
 #include "models/training.h"
+#include "schedule/quote.h"
 #include "schedule/stats.h"
+#include "schedule/suggest.h"
 
 namespace pipetwin::exec {
 namespace {
@@ -230,10 +232,13 @@ Status CheckRunnable(const ResolvedJob& job, const RunOptions& opts, int world, 
                           "predicted step: SizeRunTimeout in sim/simulate.h)");
   }
   if (!BackendRegistered(opts.backend)) {
+    std::vector<std::string> names = RegisteredBackends();
+    if (!BackendRegistered("cuda")) names.emplace_back("cuda");  // pipetwin-cuda, handed over to
     std::string known;
-    for (const std::string& n : RegisteredBackends()) known += (known.empty() ? "" : " or ") + n;
-    if (!BackendRegistered("cuda")) known += " or cuda";  // pipetwin-cuda, handed over to
-    return Error::BadInput("--backend: must be " + known + ", got '" + opts.backend + "'");
+    for (const std::string& n : names) known += (known.empty() ? "" : " or ") + n;
+    const std::string guess = DidYouMean(opts.backend, names);
+    return Error::BadInput("--backend: must be " + known + ", got " + Quoted(opts.backend) +
+                           (guess.empty() ? "" : "; " + guess));
   }
   const ParallelConfig& par = cfg.parallel;
   if (par.cp > 1 && opts.backend != "cpu") {

@@ -1,6 +1,8 @@
 #include "models/cluster.h"
 
 #include "models/yaml_util.h"
+#include "schedule/quote.h"
+#include "schedule/suggest.h"
 
 #include <algorithm>
 #include <cmath>
@@ -230,7 +232,9 @@ Expected<DeviceSpec> FindDevice(std::string_view name) {
   }
   std::string all;
   for (const auto& n : DeviceNames()) all += (all.empty() ? "" : ", ") + n;
-  return Error::BadInput("unknown device '" + std::string(name) + "' (allowed: " + all + ")");
+  const std::string guess = DidYouMean(name, DeviceNames());
+  return Error::BadInput("unknown device " + Quoted(name) + (guess.empty() ? "" : ", " + guess) +
+                         " (allowed: " + all + ")");
 }
 
 namespace {

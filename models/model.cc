@@ -1,6 +1,8 @@
 #include "models/model.h"
 
 #include "models/yaml_util.h"
+#include "schedule/quote.h"
+#include "schedule/suggest.h"
 
 #include <array>
 
@@ -148,8 +150,9 @@ Expected<ModelConfig> FindPreset(std::string_view name) {
   for (const auto& p : Presets()) {
     if (p.name == name) return p;
   }
-  return Error::BadInput("unknown model preset '" + std::string(name) +
-                         "' (allowed: " + JoinNames() + ")");
+  const std::string guess = DidYouMean(name, PresetNames());
+  return Error::BadInput("unknown model preset " + Quoted(name) +
+                         (guess.empty() ? "" : ", " + guess) + " (allowed: " + JoinNames() + ")");
 }
 
 std::string_view ToString(Mlp v) { return v == Mlp::kGelu ? "gelu" : "swiglu"; }

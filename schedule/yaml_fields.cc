@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "schedule/quote.h"
+#include "schedule/suggest.h"
 
 namespace pipetwin {
 namespace {
@@ -54,8 +55,10 @@ Status YamlFields::CheckKeys(const YAML::Node& map, std::string_view section,
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok) {
+      const std::string guess = DidYouMean(key, allowed);
       return At(it->first, section,
-                "unknown key " + Quoted(key) + " (allowed: " + Join(allowed) + ")");
+                "unknown key " + Quoted(key) + (guess.empty() ? "" : ", " + guess) +
+                    " (allowed: " + Join(allowed) + ")");
     }
   }
   return OkStatus();
@@ -120,7 +123,10 @@ Expected<std::string> YamlFields::Choice(const YAML::Node& node, std::string_vie
       if (a == node.Scalar()) return a;
     }
   }
-  return At(node, key, "must be one of " + Join(allowed) + ", got " + Shown(node));
+  const std::string guess = node.IsScalar() ? DidYouMean(node.Scalar(), allowed) : "";
+  return At(node, key,
+            "must be one of " + Join(allowed) + ", got " + Shown(node) +
+                (guess.empty() ? "" : "; " + guess));
 }
 
 }  // namespace pipetwin

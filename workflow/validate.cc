@@ -10,6 +10,8 @@
 
 #include "schedule/file_io.h"
 #include "schedule/generators.h"
+#include "schedule/quote.h"
+#include "schedule/suggest.h"
 #include "workflow/process.h"
 
 namespace pipetwin::workflow {
@@ -53,7 +55,11 @@ Expected<std::vector<std::string>> SchedulesFor(const std::string& which,
     bool known = name.rfind("csv:", 0) == 0;
     for (const GeneratorInfo& g : AllGenerators()) known = known || name == g.name;
     if (!known) {
-      return Error::BadInput("--schedules: unknown schedule '" + name + "' (one of " + names +
+      std::vector<std::string> all = {"job", "all"};
+      for (const GeneratorInfo& g : AllGenerators()) all.emplace_back(g.name);
+      const std::string guess = DidYouMean(name, all);
+      return Error::BadInput("--schedules: unknown schedule " + Quoted(name) +
+                             (guess.empty() ? "" : ", " + guess) + " (one of " + names +
                              ", csv:PATH; or job, all)");
     }
   }

@@ -55,6 +55,22 @@ expect 2 "--test-fault: must be hang\|kill\|perturb\|cp-mask:RANK" -- run a.yaml
 expect 2 "run: --backend cpu\|cuda\|sleep is required" -- run "$src/examples/schedules/1f1b.yaml"
 expect 2 "schedules: expected no arguments" -- schedules extra
 expect 2 "unknown command" -- frobnicate
+# A near miss is named (schedule/suggest.h): a command, an option, a key, a choice, a preset.
+expect 2 "^pipetwin: unknown command 'simulte', did you mean 'simulate'\?$" -- simulte
+expect 2 "^pipetwin: simulate: unknown option --reprot, did you mean '--report'\? \(see pipetwin simulate --help\)$" \
+  -- simulate a.yaml --reprot r.json
+expect 2 "training: unknown key 'micro_bach', did you mean 'micro_batch'\? \(allowed: global_batch, micro_batch," -- simulate \
+  "$(job typo-key.yaml 'schedule: 1f1b\nmodel: {preset: tiny}\ntraining: {global_batch: 8, micro_bach: 1}\n')"
+expect 2 "schedule: must be one of .*, got '1fb1'; did you mean '1f1b'\?$" -- simulate \
+  "$(job typo-schedule.yaml 'schedule: 1fb1\nmodel: {preset: tiny}\ntraining: {global_batch: 8}\n')"
+expect 2 "model: unknown model preset 'GPT3-1.3b', did you mean 'gpt3-1.3b'\? \(allowed: tiny," -- simulate \
+  "$(job typo-preset.yaml 'schedule: 1f1b\nmodel: GPT3-1.3b\ntraining: {global_batch: 8}\n')"
+expect 2 "^pipetwin: --format: must be compute_only, compute_comms or pipetwin, got 'compute-comms'; did you mean 'compute_comms'\?$" \
+  -- schedule "$src/examples/schedules/1f1b.yaml" --format compute-comms
+expect 2 "^pipetwin: --backend: must be cpu or sleep or cuda, got 'cpus'; did you mean 'cpu'\?$" \
+  -- run "$src/examples/validate/pp2.yaml" --backend cpus
+expect 2 "^pipetwin: --schedules: unknown schedule 'zbh1', did you mean 'zb-h1'\? \(one of " -- \
+  validate "$src/examples/validate/pp2.yaml" --schedules zbh1 --out "$dir/v"
 expect 2 "cannot open the job file" -- simulate "$dir/missing.yaml"
 expect 2 "parallel.pp: must be an integer in \[1, 4096\], got '0'" -- simulate \
   "$(job pp0.yaml 'schedule: 1f1b\nmicrobatches: 4\nparallel: {pp: 0}\ncosts: {forward_ms: 1}\n')"

@@ -97,7 +97,7 @@ def allowed(pipetwin, command, job_text, tmp):
     with open(path, "w") as f:
         f.write(job_text)
     r = subprocess.run([pipetwin, command, path], capture_output=True, text=True, timeout=60)
-    m = re.search(r"unknown key 'bogus_key' \(allowed: ([^)]*)\)", r.stderr)
+    m = re.search(r"unknown key 'bogus_key'[^(]*\(allowed: ([^)]*)\)", r.stderr)
     if r.returncode != 2 or not m:
         raise AssertionError(f"no allowed-key list (exit {r.returncode}): {r.stderr.strip()}")
     return {k.strip() for k in m.group(1).split(",")}

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "job/job.h"
@@ -31,6 +33,21 @@ bool SmallSearch(const pipetwin::PlanFile& plan) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
+  // A job that reads is written back to a file that reads to the same job: write ∘ read is a
+  // fixpoint (plan --emit-jobs and validate's variants depend on it).
+  if (auto config = pipetwin::ParseJobConfig(text, "fuzz.yaml")) {
+    const std::string once = pipetwin::WriteJobConfig(*config);
+    auto back = pipetwin::ParseJobConfig(once, "fuzz.yaml");
+    if (!back) {
+      std::fprintf(stderr, "written job does not read back: %s\n%s", back.error().message.c_str(),
+                   once.c_str());
+      std::abort();
+    }
+    if (pipetwin::WriteJobConfig(*back) != once) {
+      std::fprintf(stderr, "written job reads back to another job:\n%s", once.c_str());
+      std::abort();
+    }
+  }
   auto job = pipetwin::ParseJob(text, "fuzz.yaml");
   if (job) (void)job->schedule.NumActions();
   auto plan = pipetwin::ParsePlanFile(text, "fuzz.yaml");

@@ -14,7 +14,7 @@ const std::vector<std::string> kSchedules = {"gpipe", "1f1b", "interleaved-1f1b"
                                              "zb-h2", "zbv",  "dualpipev"};
 
 TEST(Suggest, OneEditAwayFromAShortName) {
-  EXPECT_EQ(ClosestNames("1fb1", kSchedules), std::vector<std::string>{"1f1b"});  // a swap
+  EXPECT_EQ(ClosestNames("1fb1", kSchedules), std::vector<std::string>{"1f1b"});   // a swap
   EXPECT_EQ(ClosestNames("gpip", kSchedules), std::vector<std::string>{"gpipe"});  // a deletion
   EXPECT_EQ(ClosestNames("zvb", kSchedules), std::vector<std::string>{"zbv"});
   // "zb-h3" is one replacement from both zero-bubble schedules: both are offered, in order.
@@ -42,8 +42,7 @@ TEST(Suggest, IgnoresCaseAndTheNearestWin) {
 }
 
 TEST(Suggest, APrefixOfOneToThreeNames) {
-  EXPECT_EQ(ClosestNames("interleaved", kSchedules),
-            std::vector<std::string>{"interleaved-1f1b"});
+  EXPECT_EQ(ClosestNames("interleaved", kSchedules), std::vector<std::string>{"interleaved-1f1b"});
   EXPECT_EQ(ClosestNames("dual", kSchedules), std::vector<std::string>{"dualpipev"});
   // Three letters are too few to guess from; four names equally near are too many.
   EXPECT_TRUE(ClosestNames("int", kSchedules).empty());

@@ -105,6 +105,8 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   // backend refuses it).
   c.dropout = m.dropout ? models::kExecutorDropout : 0.0f;
   c.tied_embeddings = m.tied_embeddings;
+  c.bias = m.bias;
+  c.rms_norm = m.norm == models::Norm::kRmsNorm;
   return c;
 }
 

@@ -1118,7 +1118,9 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .cp = par.cp,
                                                      .cp_a2a = CpAllToAllRanks(par),
                                                      .recompute = t.recompute,
-                                                     .tied = m.tied_embeddings});
+                                                     .tied = m.tied_embeddings,
+                                                     .bias = m.bias,
+                                                     .rms_norm = m.norm == Norm::kRmsNorm});
     sc.params = cm.params;
     // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
     // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer

@@ -31,11 +31,15 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   // Tied embeddings: a chunk that is first and last uses the embedding as its output layer; a
   // last chunk alone keeps a copy of it, as many elements as an untied output layer.
   const std::int64_t output = c.tied && c.first ? 0 : h * v;
+  // A norm holds gamma and beta (LayerNorm) or gamma alone (RMSNorm); the linear layers' biases
+  // (model.bias): QKV's and fc1's split over TP, the row-parallel ones' whole on every rank.
+  const std::int64_t norm = c.rms_norm ? h : 2 * h;
+  const std::int64_t col_biases = c.bias ? 3 * hl + fl : 0;
+  const std::int64_t row_biases = c.bias ? 2 * h : 0;
   std::int64_t params = 0;
   if (c.first) params += v * h + c.seq_len * h;
-  params += layers *
-            (2 * h + (h * 3 * hl + 3 * hl) + (hl * h + h) + 2 * h + (h * fl + fl) + (fl * h + h));
-  if (c.last) params += 2 * h + output;
+  params += layers * (2 * norm + h * 3 * hl + hl * h + h * fl + fl * h + col_biases + row_biases);
+  if (c.last) params += norm + output;
 
   std::int64_t full = 0;
   std::int64_t pending = 0;
@@ -83,7 +87,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   // run two collectives around the attention and two around the MLP: all-reduces of the
   // N·h partial sums, or under SP an all-gather into and a reduce-scatter out of each
   // region. The last chunk under SP adds the loss's one-float all-reduce; once a step, SP
-  // all-reduces the replicated gradients (LayerNorms, row-parallel biases, embedding, head).
+  // all-reduces the replicated gradients (norms, row-parallel biases, embedding, head).
   // Whole bytes per call, as the executor counts them (comm.h).
   const auto sent = [&](Collective k, std::int64_t elems) {
     return RingBytesSentPerRank(k, elems * kF, static_cast<int>(c.tp));
@@ -94,9 +98,9 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   // Full recompute runs each block's forward collectives again in I.
   std::int64_t tp_mb = layers * (recompute_full ? 3 : 2) * per_pass;
   if (c.last && c.sp) tp_mb += sent(Collective::kAllReduceRing, 1);
-  std::int64_t replicated = layers * 6 * h;
+  std::int64_t replicated = layers * (2 * norm + row_biases);
   if (c.first) replicated += v * h + c.seq_len * h;
-  if (c.last) replicated += 2 * h + output;
+  if (c.last) replicated += norm + output;
 
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
@@ -130,10 +134,6 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
   if (m.mlp != Mlp::kGelu) {
     return differs("model.mlp", "has a GeLU MLP: write mlp: gelu" + has("mlp", ToString(m.mlp)));
   }
-  if (m.norm != Norm::kLayerNorm) {
-    return differs("model.norm",
-                   "has LayerNorm: write norm: layernorm" + has("norm", ToString(m.norm)));
-  }
   if (m.position != Position::kLearned) {
     return differs("model.position", "has learned positions: write position: learned" +
                                          has("position", ToString(m.position)));
@@ -142,9 +142,6 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
     return differs("model.kv_heads", "has no grouped-query attention: kv_heads must equal heads (" +
                                          std::to_string(m.heads) + ")" +
                                          has("kv_heads", std::to_string(m.kv_heads)));
-  }
-  if (!m.bias) {
-    return differs("model.bias", "has biases in its linear layers: write bias: true");
   }
   return std::nullopt;
 }

@@ -59,6 +59,8 @@ struct CpuChunkShape {
   std::int64_t cp_a2a = 1;
   Recompute recompute = Recompute::kNone;
   bool tied = false;  // tied embeddings: a first-and-last chunk holds no output layer of its own
+  bool bias = true;   // model.bias: the linear layers' biases
+  bool rms_norm = false;  // model.norm rmsnorm: each norm holds gamma only (the same saved tensors)
 };
 
 struct CpuChunkMemory {
@@ -88,10 +90,11 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 // Megatron-LM's default (--hidden-dropout, --attention-dropout 0.1).
 inline constexpr float kExecutorDropout = 0.1f;
 
-// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, LayerNorm, learned
-// positions, full multi-head attention, biases, its output layer tied to the embedding or not
-// (model.tied_embeddings; the CUDA backend refuses tied), and hidden and attention dropout
-// when model.dropout says so (on the CPU backend, at kExecutorDropout; its masks are drawn
+// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, learned positions,
+// full multi-head attention, LayerNorm or RMSNorm (model.norm) and biases in the linear layers or
+// not (model.bias; the CUDA backend refuses RMSNorm and no biases), its output layer tied to the
+// embedding or not (model.tied_embeddings; the CUDA backend refuses tied), and hidden and attention
+// dropout when model.dropout says so (on the CPU backend, at kExecutorDropout; its masks are drawn
 // again in the backward, never saved; the CUDA backend refuses dropout). Where `m` is another
 // model, the first `model:` key that says so and what to write instead: `run` and `calibrate`
 // refuse such a job (the step run would not be the one described), and so does `cluster.device:

@@ -38,8 +38,8 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   const LocalDims d = MakeLocalDims(model, tp.cfg, cp.cfg);
   // This TP rank's heads are the model's heads [rank · heads / tp, (rank + 1) · heads / tp).
   const AttentionDropout attention_dropout(model.dropout, model.heads, tp.cfg.rank * d.heads_local);
-  ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps);
-  ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps);
+  ln1_ = LayerNorm(p.ln1_g, p.ln1_b, model.layernorm_eps, model.rms_norm);
+  ln2_ = LayerNorm(p.ln2_g, p.ln2_b, model.layernorm_eps, model.rms_norm);
   qkv_ = Linear(p.qkv_w, p.qkv_b);
   fc1_ = Linear(p.fc1_w, p.fc1_b);
   // Row-parallel: bias after the reduction; its gradient from this rank's rows of dy (all rows

@@ -53,21 +53,22 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
     BlockParams bp;
     bp.ln1_g = Ref(BlockParamName(l, "ln1_g"));
-    bp.ln1_b = Ref(BlockParamName(l, "ln1_b"));
+    bp.ln1_b = RefIfAny(BlockParamName(l, "ln1_b"));
     bp.qkv_w = Ref(BlockParamName(l, "qkv_w"));
-    bp.qkv_b = Ref(BlockParamName(l, "qkv_b"));
+    bp.qkv_b = RefIfAny(BlockParamName(l, "qkv_b"));
     bp.proj_w = Ref(BlockParamName(l, "proj_w"));
-    bp.proj_b = Ref(BlockParamName(l, "proj_b"));
+    bp.proj_b = RefIfAny(BlockParamName(l, "proj_b"));
     bp.ln2_g = Ref(BlockParamName(l, "ln2_g"));
-    bp.ln2_b = Ref(BlockParamName(l, "ln2_b"));
+    bp.ln2_b = RefIfAny(BlockParamName(l, "ln2_b"));
     bp.fc1_w = Ref(BlockParamName(l, "fc1_w"));
-    bp.fc1_b = Ref(BlockParamName(l, "fc1_b"));
+    bp.fc1_b = RefIfAny(BlockParamName(l, "fc1_b"));
     bp.fc2_w = Ref(BlockParamName(l, "fc2_w"));
-    bp.fc2_b = Ref(BlockParamName(l, "fc2_b"));
+    bp.fc2_b = RefIfAny(BlockParamName(l, "fc2_b"));
     blocks_.emplace_back(bp, model, tp_, l, spec.recompute, cp_);
   }
   if (spec.last) {
-    final_ln_ = LayerNorm(Ref("head.ln_g"), Ref("head.ln_b"), model.layernorm_eps);
+    final_ln_ =
+        LayerNorm(Ref("head.ln_g"), RefIfAny("head.ln_b"), model.layernorm_eps, model.rms_norm);
     if (model.tied_embeddings) {
       out_ = Linear(Ref("embed.tok"), ParamRef{}, Linear::Options{.transposed_weight = true});
     } else {
@@ -82,6 +83,10 @@ Chunk::~Chunk() = default;
 ParamRef Chunk::Ref(const std::string& name) {
   const ParamInfo& p = layout_.Find(name);
   return ParamRef{params_.data() + p.offset, grads_.data() + p.offset, p.rows, p.cols};
+}
+
+ParamRef Chunk::RefIfAny(const std::string& name) {
+  return layout_.TryFind(name) != nullptr ? Ref(name) : ParamRef{};
 }
 
 Chunk::State& Chunk::Find(std::int64_t microbatch, const char* action) {

@@ -130,6 +130,8 @@ class Chunk {
   struct State;
   State& Find(std::int64_t microbatch, const char* action);
   ParamRef Ref(const std::string& name);
+  // An empty ParamRef where the model has no such parameter (model.bias false, RMSNorm's beta).
+  ParamRef RefIfAny(const std::string& name);
 
   ModelConfig model_;
   ChunkSpec spec_;

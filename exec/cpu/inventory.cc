@@ -37,7 +37,9 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .cp = cp.size,
                                      .cp_a2a = cp.AllToAllRanks(),
                                      .recompute = ToModels(spec.recompute),
-                                     .tied = model.tied_embeddings});
+                                     .tied = model.tied_embeddings,
+                                     .bias = model.bias,
+                                     .rms_norm = model.rms_norm});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

@@ -98,16 +98,17 @@ Tensor LayerNorm::Forward(const Tensor& x, Saved* s) const {
   Tensor xhat = NewOutputLike(x, n, h);
   Tensor rstd = NewOutputLike(x, n, 1);
   const auto gamma = RowVecMap(gamma_.value, h);
-  const auto beta = RowVecMap(beta_.value, h);
   const float inv_h = 1.0f / static_cast<float>(h);
   for (Index i = 0; i < n; ++i) {
     const auto row = x.mat().row(i);
-    const float mean = row.sum() * inv_h;
+    // RMSNorm: no centring; the "variance" is the mean square.
+    const float mean = rms_ ? 0.0f : row.sum() * inv_h;
     const float var = (row.array() - mean).square().sum() * inv_h;
     const float r = 1.0f / std::sqrt(var + eps_);
     rstd.data()[i] = r;
     xhat.mat().row(i) = (row.array() - mean) * r;
-    y.mat().row(i) = xhat.mat().row(i).cwiseProduct(gamma) + beta;
+    y.mat().row(i) = xhat.mat().row(i).cwiseProduct(gamma);
+    if (!rms_) y.mat().row(i) += RowVecMap(beta_.value, h);
   }
   s->xhat = Keep(std::move(xhat));
   s->rstd = Keep(std::move(rstd));
@@ -125,12 +126,14 @@ Tensor LayerNorm::BackwardInput(const Tensor& dy, Saved* s) const {
   for (Index i = 0; i < n; ++i) {
     const auto xh = s->xhat.mat().row(i);
     dxhat = dy.mat().row(i).cwiseProduct(gamma);
-    const float mean_d = dxhat.sum() * inv_h;
+    // LayerNorm: dx = r (dx̂ − mean(dx̂) − x̂ mean(dx̂ ∘ x̂)); RMSNorm has no mean to remove,
+    // so no mean(dx̂) term.
+    const float mean_d = rms_ ? 0.0f : dxhat.sum() * inv_h;
     const float mean_dx = dxhat.dot(xh) * inv_h;
     dx.mat().row(i) = s->rstd.data()[i] * (dxhat.array() - mean_d - xh.array() * mean_dx);
   }
   RowVecMap(gamma_.grad, h) += dy.mat().cwiseProduct(s->xhat.mat()).colwise().sum();
-  RowVecMap(beta_.grad, h) += dy.mat().colwise().sum();
+  if (!rms_) RowVecMap(beta_.grad, h) += dy.mat().colwise().sum();
   s->xhat.Reset();
   s->rstd.Reset();
   return dx;

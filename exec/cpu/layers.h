@@ -24,6 +24,7 @@
 //   fc.BackwardWeight(&s);                           // dW += x^T dy, db += colsum(dy); s empty
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <span>
 
@@ -79,7 +80,9 @@ class Linear {
   Options opt_;
 };
 
-// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row. Gamma/beta gradients in I.
+// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row; with `rms` (model.norm: rmsnorm)
+// y = x / sqrt(mean(x²) + eps) * gamma, no beta (Zhang and Sennrich 2019). Gamma (and beta)
+// gradients in I. Both keep the same tensors for the backward: x̂ and 1 / sqrt(...) per row.
 class LayerNorm {
  public:
   struct Saved {
@@ -87,7 +90,10 @@ class LayerNorm {
     Tensor rstd;  // [n, 1]
   };
   LayerNorm() = default;
-  LayerNorm(ParamRef gamma, ParamRef beta, float eps) : gamma_(gamma), beta_(beta), eps_(eps) {}
+  LayerNorm(ParamRef gamma, ParamRef beta, float eps, bool rms = false)
+      : gamma_(gamma), beta_(beta), eps_(eps), rms_(rms) {
+    assert(rms_ == beta_.empty());
+  }
 
   Tensor Forward(const Tensor& x, Saved* s) const;
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;
@@ -97,6 +103,7 @@ class LayerNorm {
   ParamRef gamma_;
   ParamRef beta_;
   float eps_ = 1e-5f;
+  bool rms_ = false;
 };
 
 // Attention dropout (model.dropout): the probabilities P of head `head` (of heads_total, in the

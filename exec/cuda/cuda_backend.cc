@@ -516,7 +516,8 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, no dropout, untied embeddings, TP collectives in series (no overlap.tp_comm), no ZeRO;
+// attention, LayerNorm, biases, no dropout, untied embeddings, TP collectives in series (no
+// overlap.tp_comm), no ZeRO;
 // the executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
 // backend is made (models::ExecutorModelMismatch, in exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
@@ -532,6 +533,16 @@ Status CheckCudaJob(const ResolvedJob& job) {
                        "the CUDA backend keeps its output layer apart from the embedding (the "
                        "CPU backend ties them): use tied_embeddings: false with --backend cuda "
                        "(the GPT-3 presets tie them)");
+  }
+  if (c.model.norm != models::Norm::kLayerNorm) {
+    return c.source.At("model.norm",
+                       "the CUDA backend's kernels are LayerNorm's (the CPU backend also runs "
+                       "RMSNorm): use norm: layernorm with --backend cuda");
+  }
+  if (!c.model.bias) {
+    return c.source.At("model.bias",
+                       "the CUDA backend's linear layers have biases (the CPU backend runs them "
+                       "with or without): use bias: true with --backend cuda");
   }
   if (c.parallel.zero > 0) {
     return c.source.At("parallel.zero",

@@ -29,7 +29,7 @@ struct ModelConfig {
   int seq_len = 64;
   int micro_batch = 2;
   std::uint64_t seed = 1234;  // parameter initialisation
-  float init_std = 0.02f;     // weights ~ N(0, init_std); LayerNorm gamma = 1; biases = 0
+  float init_std = 0.02f;     // weights ~ N(0, init_std); norm gamma = 1; biases = 0
   float layernorm_eps = 1e-5f;
   // Hidden dropout on the attention and MLP branches before each residual add, and attention
   // dropout on the probabilities, at this probability (0: off). Masks are counter-based on
@@ -43,6 +43,11 @@ struct ModelConfig {
   // copy, named and initialised as the embedding ("embed.tok"), whose gradient the backend
   // sums with the first chunk's before the optimizer step (Megatron's embedding group).
   bool tied_embeddings = false;
+  // model.bias: biases in the linear layers (QKV, projection, both MLP layers), as GPT-2/3 and
+  // Megatron-LM's default; false as --disable-bias-linear (the norms keep theirs).
+  bool bias = true;
+  // model.norm: LayerNorm, or RMSNorm (y = x / sqrt(mean(x²) + eps) · gamma: no mean, no beta).
+  bool rms_norm = false;
 };
 
 // Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's

@@ -10,10 +10,15 @@
 
 namespace pipetwin::gpt {
 
-const ParamInfo& ParamLayout::Find(const std::string& name) const {
+const ParamInfo* ParamLayout::TryFind(const std::string& name) const {
   for (const ParamInfo& p : params) {
-    if (p.name == name) return p;
+    if (p.name == name) return &p;
   }
+  return nullptr;
+}
+
+const ParamInfo& ParamLayout::Find(const std::string& name) const {
+  if (const ParamInfo* p = TryFind(name)) return *p;
   throw std::out_of_range("no parameter named " + name);
 }
 
@@ -191,23 +196,29 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
     b.Add("embed.tok", v, h, ShardKind::kReplicated, InitKind::kNormal);
     b.Add("embed.pos", d.seq, h, ShardKind::kReplicated, InitKind::kNormal);
   }
+  // A bias of a linear layer (model.bias) and a norm's beta (LayerNorm only) are left out of the
+  // layout where the model has none: Chunk finds no such parameter and runs without it.
+  const auto bias = [&](std::string name, Index cols, ShardKind shard, Index col_groups = 1) {
+    if (model.bias) b.Add(std::move(name), 1, cols, shard, InitKind::kZeros, col_groups);
+  };
+  const auto norm = [&](const std::string& gamma, const std::string& beta) {
+    b.Add(gamma, 1, h, ShardKind::kReplicated, InitKind::kOnes);
+    if (!model.rms_norm) b.Add(beta, 1, h, ShardKind::kReplicated, InitKind::kZeros);
+  };
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
-    b.Add(BlockParamName(l, "ln1_g"), 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add(BlockParamName(l, "ln1_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
+    norm(BlockParamName(l, "ln1_g"), BlockParamName(l, "ln1_b"));
     b.Add(BlockParamName(l, "qkv_w"), h, 3 * h, ShardKind::kColumns, InitKind::kNormal, 3);
-    b.Add(BlockParamName(l, "qkv_b"), 1, 3 * h, ShardKind::kColumns, InitKind::kZeros, 3);
+    bias(BlockParamName(l, "qkv_b"), 3 * h, ShardKind::kColumns, 3);
     b.Add(BlockParamName(l, "proj_w"), h, h, ShardKind::kRows, InitKind::kNormal);
-    b.Add(BlockParamName(l, "proj_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
-    b.Add(BlockParamName(l, "ln2_g"), 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add(BlockParamName(l, "ln2_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
+    bias(BlockParamName(l, "proj_b"), h, ShardKind::kReplicated);
+    norm(BlockParamName(l, "ln2_g"), BlockParamName(l, "ln2_b"));
     b.Add(BlockParamName(l, "fc1_w"), h, f, ShardKind::kColumns, InitKind::kNormal);
-    b.Add(BlockParamName(l, "fc1_b"), 1, f, ShardKind::kColumns, InitKind::kZeros);
+    bias(BlockParamName(l, "fc1_b"), f, ShardKind::kColumns);
     b.Add(BlockParamName(l, "fc2_w"), f, h, ShardKind::kRows, InitKind::kNormal);
-    b.Add(BlockParamName(l, "fc2_b"), 1, h, ShardKind::kReplicated, InitKind::kZeros);
+    bias(BlockParamName(l, "fc2_b"), h, ShardKind::kReplicated);
   }
   if (spec.last) {
-    b.Add("head.ln_g", 1, h, ShardKind::kReplicated, InitKind::kOnes);
-    b.Add("head.ln_b", 1, h, ShardKind::kReplicated, InitKind::kZeros);
+    norm("head.ln_g", "head.ln_b");
     if (!model.tied_embeddings) {
       b.Add("head.out_w", h, v, ShardKind::kReplicated, InitKind::kNormal);
     } else if (!spec.first) {

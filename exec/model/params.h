@@ -53,7 +53,8 @@ struct ParamLayout {
   std::size_t total = 0;       // elements in this rank's flat buffer
   std::size_t replicated = 0;  // elements [0, replicated) are the replicated segment
   std::size_t full_total = 0;  // elements with tp = 1
-  const ParamInfo& Find(const std::string& name) const;
+  const ParamInfo& Find(const std::string& name) const;     // throws std::out_of_range if absent
+  const ParamInfo* TryFind(const std::string& name) const;  // nullptr if absent
 };
 
 // Registers parameters, then assigns offsets (replicated segment first).

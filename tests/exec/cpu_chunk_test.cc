@@ -188,13 +188,18 @@ RunResult RunChunk(Chunk& c, const std::vector<Batch>& batches,
   return r;
 }
 
-class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, bool>> {};
+// (sp, 0: whole model or 1: middle chunk, 0: plain, 1: dropout or 2: RMSNorm and no biases)
+class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, int>> {};
 
 TEST_P(CpuTensorParallel, EqualsUnsharded) {
   const bool sp = std::get<0>(GetParam());
   const int which = std::get<1>(GetParam());  // 0: whole model, 1: middle chunk
   ModelConfig m = SmallModel();
-  if (std::get<2>(GetParam())) m.dropout = 0.2f;
+  if (std::get<2>(GetParam()) == 1) m.dropout = 0.2f;
+  if (std::get<2>(GetParam()) == 2) {
+    m.rms_norm = true;
+    m.bias = false;
+  }
   const ChunkSpec spec =
       which == 0 ? ChunkSpec{.first_layer = 0, .num_layers = 4}
                  : ChunkSpec{.first_layer = 1, .num_layers = 2, .first = false, .last = false};
@@ -286,11 +291,14 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
 
 INSTANTIATE_TEST_SUITE_P(TpSp, CpuTensorParallel,
                          ::testing::Combine(::testing::Bool(), ::testing::Values(0, 1),
-                                            ::testing::Bool()),
+                                            ::testing::Values(0, 1, 2)),
                          [](const auto& test_info) {
+                           const int variant = std::get<2>(test_info.param);
                            return std::string(std::get<0>(test_info.param) ? "tp2_sp" : "tp2") +
                                   (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle") +
-                                  (std::get<2>(test_info.param) ? "_dropout" : "");
+                                  (variant == 1   ? "_dropout"
+                                   : variant == 2 ? "_rmsnorm_nobias"
+                                                  : "");
                          });
 
 // ------------------------------------------------------------------------------------------
@@ -392,21 +400,26 @@ TEST(CpuChunk, AccountantMatchesInventory) {
                              {.first_layer = 0, .num_layers = 2, .first = true, .last = false},
                              {.first_layer = 1, .num_layers = 2, .first = false, .last = false},
                              {.first_layer = 2, .num_layers = 2, .first = false, .last = true}};
-  for (const bool tied : {false, true})
-    for (const ChunkSpec& spec : specs) {
-      m.tied_embeddings = tied;
-      SCOPED_TRACE(tied ? "tied" : "untied");
-      Accountant acc;
-      Chunk c(m, spec, TpConfig{}, acc);
-      const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
-      EXPECT_GT(inv.activations_full, 0u);
-      CheckMemory(c, acc, inv);
-      Adam adam(c.params().size(), AdamConfig{}, acc);
-      Sgd sgd(c.params().size(), SgdConfig{.momentum = 0.9f}, acc);
-      EXPECT_EQ(acc.current(MemCategory::kOptimizer),
-                OptimizerStateBytes(OptimizerKind::kAdam, inv.params) +
-                    OptimizerStateBytes(OptimizerKind::kSgd, inv.params, 0.9f));
-    }
+  for (const bool llama : {false, true})
+    for (const bool tied : {false, true})
+      for (const ChunkSpec& spec : specs) {
+        m.tied_embeddings = tied;
+        m.rms_norm = llama;  // RMSNorm and no biases: fewer parameters, the same activations
+        m.bias = !llama;
+        SCOPED_TRACE(std::string(tied ? "tied" : "untied") + (llama ? ", rmsnorm, no bias" : ""));
+        Accountant acc;
+        Chunk c(m, spec, TpConfig{}, acc);
+        const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
+        EXPECT_GT(inv.activations_full, 0u);
+        CheckMemory(c, acc, inv);
+        Adam adam(c.params().size(), AdamConfig{}, acc);
+        Sgd sgd(c.params().size(), SgdConfig{.momentum = 0.9f}, acc);
+        EXPECT_EQ(acc.current(MemCategory::kOptimizer),
+                  OptimizerStateBytes(OptimizerKind::kAdam, inv.params) +
+                      OptimizerStateBytes(OptimizerKind::kSgd, inv.params, 0.9f));
+      }
+  m.rms_norm = false;
+  m.bias = true;
   // Tied, the one-stage model holds vocab x hidden floats fewer; a last stage as many.
   m.tied_embeddings = true;
   const ChunkSpec whole{.first_layer = 0, .num_layers = 4};
@@ -427,24 +440,27 @@ TEST(CpuChunk, AccountantMatchesInventory) {
 }
 
 TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
-  const ModelConfig m = SmallModel();
-  for (const bool sp : {false, true}) {
-    for (const ChunkSpec spec :
-         {ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
-          ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true}}) {
-      ThreadGroup group(2);
-      std::vector<std::jthread> threads;
-      for (int r = 0; r < 2; ++r) {
-        threads.emplace_back([&, r] {
-          ThreadCollectives comm = group.Rank(r);
-          Accountant acc;
-          const TpConfig tp{.size = 2, .rank = r, .sequence_parallel = sp};
-          Chunk c(m, spec, tp, acc, &comm);
-          CheckMemory(c, acc, PredictChunkMemory(m, spec, tp));
-        });
+  ModelConfig m = SmallModel();
+  for (const bool llama : {false, true})
+    for (const bool sp : {false, true}) {
+      m.rms_norm = llama;
+      m.bias = !llama;
+      for (const ChunkSpec spec :
+           {ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
+            ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true}}) {
+        ThreadGroup group(2);
+        std::vector<std::jthread> threads;
+        for (int r = 0; r < 2; ++r) {
+          threads.emplace_back([&, r] {
+            ThreadCollectives comm = group.Rank(r);
+            Accountant acc;
+            const TpConfig tp{.size = 2, .rank = r, .sequence_parallel = sp};
+            Chunk c(m, spec, tp, acc, &comm);
+            CheckMemory(c, acc, PredictChunkMemory(m, spec, tp));
+          });
+        }
       }
     }
-  }
 }
 
 TEST(CpuCollectives, ThreadGroupNumbers) {

@@ -113,6 +113,70 @@ TEST(CpuLayers, LayerNormGradients) {
   EXPECT_LT(FiniteDifferenceError(beta.value, beta.grad, objective), 1e-3);
 }
 
+// RMSNorm (model.norm: rmsnorm): y = x / sqrt(mean(x²) + eps) · gamma, by hand on one row, and
+// finite differences for x and gamma; no beta.
+TEST(CpuLayers, RmsNormGradients) {
+  Accountant acc;
+  Param gamma(1, 8, 41);
+  const LayerNorm rms(gamma.ref(), ParamRef{}, 1e-5f, /*rms=*/true);
+  std::vector<float> x = RandomVector(6 * 8, 43);
+  for (Index c = 0; c < 8; ++c) x[static_cast<std::size_t>(c)] += 1.0f;  // a row with a mean
+  const std::vector<float> r = RandomVector(6 * 8, 44);
+  auto objective = [&] {
+    LayerNorm::Saved s;
+    return Dot(rms.Forward(FromVector(acc, x, 6, 8), &s).span(), r);
+  };
+  LayerNorm::Saved s;
+  const Tensor y = rms.Forward(FromVector(acc, x, 6, 8), &s);
+  double mean_square = 0;
+  for (Index c = 0; c < 8; ++c) {
+    mean_square += std::pow(static_cast<double>(x[static_cast<std::size_t>(c)]), 2) / 8;
+  }
+  for (Index c = 0; c < 8; ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    const double want = static_cast<double>(x[k]) / std::sqrt(mean_square + 1e-5) *
+                        static_cast<double>(gamma.value[k]);
+    EXPECT_NEAR(y.data()[c], want, 1e-5) << c;
+  }
+  // Not centred: row 0 keeps its mean; its mean square is 1 before gamma.
+  EXPECT_GT(s.xhat.mat().row(0).mean(), 0.5f);
+  EXPECT_NEAR(s.xhat.mat().row(0).squaredNorm() / 8.0f, 1.0f, 1e-4f);
+  const Tensor dx = rms.BackwardInput(FromVector(acc, r, 6, 8), &s);
+  rms.BackwardWeight(&s);
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective, 1e-3f), 1e-2);
+  EXPECT_LT(FiniteDifferenceError(gamma.value, gamma.grad, objective), 1e-3);
+  EXPECT_TRUE(s.xhat.empty() && s.rstd.empty());
+}
+
+// A linear layer without a bias (model.bias: false): y = x W exactly, and its gradients.
+TEST(CpuLayers, LinearWithoutBias) {
+  Accountant acc;
+  Param w(7, 4, 51);
+  const Linear lin(w.ref(), ParamRef{});
+  std::vector<float> x = RandomVector(5 * 7, 53);
+  const std::vector<float> r = RandomVector(5 * 4, 54);
+  auto objective = [&] {
+    Linear::Saved s;
+    return Dot(lin.Forward(FromVector(acc, x, 5, 7), &s).span(), r);
+  };
+  Linear::Saved s;
+  const Tensor y = lin.Forward(FromVector(acc, x, 5, 7), &s);
+  for (Index i = 0; i < 5; ++i) {
+    for (Index o = 0; o < 4; ++o) {
+      double want = 0;
+      for (Index k = 0; k < 7; ++k) {
+        want += static_cast<double>(x[static_cast<std::size_t>(i * 7 + k)]) *
+                static_cast<double>(w.value[static_cast<std::size_t>(k * 4 + o)]);
+      }
+      EXPECT_NEAR(y.data()[i * 4 + o], want, 1e-5) << i << ", " << o;
+    }
+  }
+  const Tensor dx = lin.BackwardInput(FromVector(acc, r, 5, 4), &s);
+  lin.BackwardWeight(&s);
+  EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective), 1e-3);
+  EXPECT_LT(FiniteDifferenceError(w.value, w.grad, objective), 1e-3);
+}
+
 TEST(CpuLayers, CausalAttentionGradients) {
   Accountant acc;
   const Index batch = 2, seq = 5, heads = 2, d = 3, n = batch * seq, hl = heads * d;
@@ -287,11 +351,17 @@ TEST(CpuLayers, SoftmaxCrossEntropyGradients) {
 // A chunk of blocks in the middle of the pipeline: gradients of sum(R .* output) with respect to
 // its input and to every parameter of its blocks (all randomised, LayerNorms and biases too).
 // With dropout on, the masks depend only on (step, microbatch), so the same microbatch id gives
-// the same function and the check still applies.
-class CpuBlockGradients : public ::testing::TestWithParam<float> {};
+// the same function and the check still applies. Also as Llama's blocks are normed and biased:
+// RMSNorm, no biases in the linear layers.
+struct BlockVariant {
+  float dropout = 0.0f;
+  bool rms_norm = false;
+  bool bias = true;
+};
+class CpuBlockGradients : public ::testing::TestWithParam<BlockVariant> {};
 
-// A three-layer model at this dropout, and its middle layer as a chunk.
-ModelConfig ThreeLayers(float dropout) {
+// A three-layer model of this variant, and its middle layer as a chunk.
+ModelConfig ThreeLayers(BlockVariant v) {
   return ModelConfig{.layers = 3,
                      .hidden = 8,
                      .ffn_hidden = 12,
@@ -299,7 +369,9 @@ ModelConfig ThreeLayers(float dropout) {
                      .vocab = 11,
                      .seq_len = 4,
                      .micro_batch = 2,
-                     .dropout = dropout};
+                     .dropout = v.dropout,
+                     .bias = v.bias,
+                     .rms_norm = v.rms_norm};
 }
 constexpr ChunkSpec kMiddleLayer{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
 
@@ -329,7 +401,10 @@ TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dropout, CpuBlockGradients, ::testing::Values(0.0f, 0.3f));
+INSTANTIATE_TEST_SUITE_P(Variants, CpuBlockGradients,
+                         ::testing::Values(BlockVariant{}, BlockVariant{.dropout = 0.3f},
+                                           BlockVariant{.rms_norm = true, .bias = false},
+                                           BlockVariant{.dropout = 0.3f, .rms_norm = true}));
 
 // The masks follow ForwardArgs::sample (the microbatch's index among the step's dp ×
 // microbatches) where given, not the rank's microbatch id: data-parallel rank 1's microbatch 0
@@ -337,7 +412,7 @@ INSTANTIATE_TEST_SUITE_P(Dropout, CpuBlockGradients, ::testing::Values(0.0f, 0.3
 // output; same id, another sample: another output; no sample: keyed by the id.
 TEST(CpuLayers, DropoutMasksFollowTheSample) {
   Accountant acc;
-  Chunk chunk(ThreeLayers(0.3f), kMiddleLayer, TpConfig{}, acc);
+  Chunk chunk(ThreeLayers({.dropout = 0.3f}), kMiddleLayer, TpConfig{}, acc);
   testing::RandomFill(chunk.params(), 81, 0.3f);
   const std::vector<float> x = RandomVector(chunk.activation_size(), 82);
   auto out = [&](std::int64_t id, std::int64_t sample) {
@@ -375,9 +450,13 @@ TEST(CpuLayers, DropoutMaskIsSeededAndSplittable) {
   EXPECT_NE(c.mat(), a.mat());
 }
 
-// The whole model in one chunk: gradients of the mean loss.
-TEST(CpuLayers, WholeModelLossGradients) {
+// The whole model in one chunk: gradients of the mean loss; with LayerNorm and biases, and
+// with RMSNorm and none (the final norm too).
+class CpuWholeModel : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CpuWholeModel, LossGradients) {
   Accountant acc;
+  const bool llama_style = GetParam();
   ModelConfig m{.layers = 2,
                 .hidden = 8,
                 .ffn_hidden = 16,
@@ -386,7 +465,9 @@ TEST(CpuLayers, WholeModelLossGradients) {
                 .seq_len = 4,
                 .micro_batch = 2,
                 .seed = 5,
-                .init_std = 0.5f};
+                .init_std = 0.5f,
+                .bias = !llama_style,
+                .rms_norm = llama_style};
   Chunk chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 2}, TpConfig{}, acc);
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 8, 7, 0, 6};
   const std::vector<std::int32_t> labels = {2, 3, 4, 5, 7, 0, 6, 1};
@@ -405,7 +486,21 @@ TEST(CpuLayers, WholeModelLossGradients) {
     auto g = std::span<const float>(grads).subspan(p.offset, v.size());
     EXPECT_LT(FiniteDifferenceError(v, g, objective, 1e-2f, 16), 2e-2) << p.name;
   }
+  // The layout holds exactly the model's parameters: 2 norms a layer and the final one, with
+  // a beta each under LayerNorm only; four linear biases a layer or none.
+  const auto has = [&](const char* name) { return chunk.layout().TryFind(name) != nullptr; };
+  EXPECT_EQ(has("block0.ln1_b"), !llama_style);
+  EXPECT_EQ(has("head.ln_b"), !llama_style);
+  EXPECT_EQ(has("block1.fc2_b"), !llama_style);
+  EXPECT_TRUE(has("block1.ln2_g") && has("head.ln_g"));
+  const std::size_t h = 8, f = 16, v = 9, s = 4, layers = 2;
+  const std::size_t norms = (2 * layers + 1) * (llama_style ? h : 2 * h);
+  const std::size_t biases = llama_style ? 0 : layers * (3 * h + h + f + h);
+  EXPECT_EQ(chunk.layout().total,
+            v * h + s * h + layers * (3 * h * h + h * h + 2 * h * f) + norms + biases + h * v);
 }
+
+INSTANTIATE_TEST_SUITE_P(NormsAndBiases, CpuWholeModel, ::testing::Bool());
 
 // I and W split apart, with the other microbatch's F and I in between, give bit-for-bit the
 // losses, input gradients and weight gradients of the fused backward (W in the same microbatch

@@ -107,6 +107,7 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   c.tied_embeddings = m.tied_embeddings;
   c.bias = m.bias;
   c.rms_norm = m.norm == models::Norm::kRmsNorm;
+  c.rope = m.position == models::Position::kRope;
   return c;
 }
 

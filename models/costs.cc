@@ -1120,7 +1120,8 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .recompute = t.recompute,
                                                      .tied = m.tied_embeddings,
                                                      .bias = m.bias,
-                                                     .rms_norm = m.norm == Norm::kRmsNorm});
+                                                     .rms_norm = m.norm == Norm::kRmsNorm,
+                                                     .rope = m.position == Position::kRope});
     sc.params = cm.params;
     // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
     // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer

@@ -36,8 +36,9 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t norm = c.rms_norm ? h : 2 * h;
   const std::int64_t col_biases = c.bias ? 3 * hl + fl : 0;
   const std::int64_t row_biases = c.bias ? 2 * h : 0;
+  const std::int64_t positions = c.rope ? 0 : c.seq_len * h;
   std::int64_t params = 0;
-  if (c.first) params += v * h + c.seq_len * h;
+  if (c.first) params += v * h + positions;
   params += layers * (2 * norm + h * 3 * hl + hl * h + h * fl + fl * h + col_biases + row_biases);
   if (c.last) params += norm + output;
 
@@ -99,7 +100,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   std::int64_t tp_mb = layers * (recompute_full ? 3 : 2) * per_pass;
   if (c.last && c.sp) tp_mb += sent(Collective::kAllReduceRing, 1);
   std::int64_t replicated = layers * (2 * norm + row_biases);
-  if (c.first) replicated += v * h + c.seq_len * h;
+  if (c.first) replicated += v * h + positions;
   if (c.last) replicated += norm + output;
 
   CpuChunkMemory m;
@@ -134,9 +135,12 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
   if (m.mlp != Mlp::kGelu) {
     return differs("model.mlp", "has a GeLU MLP: write mlp: gelu" + has("mlp", ToString(m.mlp)));
   }
-  if (m.position != Position::kLearned) {
-    return differs("model.position", "has learned positions: write position: learned" +
-                                         has("position", ToString(m.position)));
+  if (m.position == Position::kRope && (m.hidden / m.heads) % 2 != 0) {
+    return differs("model.position",
+                   "turns pairs of dimensions with rotary positions: the head dimension "
+                   "(hidden / heads = " +
+                       std::to_string(m.hidden / m.heads) +
+                       ") must be even; write position: learned or change hidden or heads");
   }
   if (m.kv_heads != m.heads) {
     return differs("model.kv_heads", "has no grouped-query attention: kv_heads must equal heads (" +

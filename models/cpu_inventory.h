@@ -61,6 +61,7 @@ struct CpuChunkShape {
   bool tied = false;  // tied embeddings: a first-and-last chunk holds no output layer of its own
   bool bias = true;   // model.bias: the linear layers' biases
   bool rms_norm = false;  // model.norm rmsnorm: each norm holds gamma only (the same saved tensors)
+  bool rope = false;      // model.position rope: no position table (nothing saved: turned in place)
 };
 
 struct CpuChunkMemory {
@@ -90,9 +91,10 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 // Megatron-LM's default (--hidden-dropout, --attention-dropout 0.1).
 inline constexpr float kExecutorDropout = 0.1f;
 
-// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, learned positions,
-// full multi-head attention, LayerNorm or RMSNorm (model.norm) and biases in the linear layers or
-// not (model.bias; the CUDA backend refuses RMSNorm and no biases), its output layer tied to the
+// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, full multi-head
+// attention, learned or rotary positions (model.position), LayerNorm or RMSNorm (model.norm) and
+// biases in the linear layers or not (model.bias; the CUDA backend refuses rotary positions,
+// RMSNorm and no biases), its output layer tied to the
 // embedding or not (model.tied_embeddings; the CUDA backend refuses tied), and hidden and attention
 // dropout when model.dropout says so (on the CPU backend, at kExecutorDropout; its masks are drawn
 // again in the backward, never saved; the CUDA backend refuses dropout). Where `m` is another

@@ -59,6 +59,7 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   } else {
     attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim, attention_dropout);
   }
+  if (model.rope) rotary_ = Rotary(d.batch, d.seq, d.heads_local, d.head_dim, cp.cfg);
   row_begin_ = d.row_begin;
 }
 
@@ -120,6 +121,7 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
+  if (rotary_.active()) rotary_.Forward(a);
   if (keep_core) {
     a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring, core_key)
                         : attn_.Forward(std::move(a), &s->attn, core_key);
@@ -174,6 +176,7 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
                            : attn_.Forward(std::move(s->attn_qkv), &s->attn, core_key));
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
+  if (rotary_.active()) rotary_.Backward(a);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);
   Tensor dx = ln1_.BackwardInput(a, &s->ln1);

@@ -121,6 +121,7 @@ class TransformerBlock {
   bool ring_attention_ = false;  // blocked attention: cp > 1, or recompute none or full
   Gelu gelu_;
   Dropout dropout_;
+  Rotary rotary_;  // model.position rope: Q and K turned after the QKV layer (inactive: learned)
   int layer_ = 0;
   Index row_begin_ = 0;
   Recompute recompute_ = Recompute::kNone;

@@ -46,8 +46,8 @@ Chunk::Chunk(const ModelConfig& model, const ChunkSpec& spec, const TpConfig& tp
   for (const ParamInfo& p : layout_.params) InitParam(p, tp, model, params_.data() + p.offset);
 
   if (spec.first) {
-    embed_ = Embedding(Ref("embed.tok"), Ref("embed.pos"), dims_.batch, dims_.seq, dims_.row_begin,
-                       dims_.rows, cp.cfg);
+    embed_ = Embedding(Ref("embed.tok"), RefIfAny("embed.pos"), dims_.batch, dims_.seq,
+                       dims_.row_begin, dims_.rows, cp.cfg);
   }
   blocks_.reserve(static_cast<std::size_t>(spec.num_layers));
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {

@@ -39,7 +39,8 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .recompute = ToModels(spec.recompute),
                                      .tied = model.tied_embeddings,
                                      .bias = model.bias,
-                                     .rms_norm = model.rms_norm});
+                                     .rms_norm = model.rms_norm,
+                                     .rope = model.rope});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

@@ -381,7 +381,8 @@ Tensor Embedding::Forward(std::span<const std::int32_t> tokens, Saved* s, Accoun
                               std::to_string(tok_.rows));
     }
     saved.data()[i] = tok;
-    y.mat().row(i) = tok_.w().row(tok) + pos_.w().row(t);
+    y.mat().row(i) = tok_.w().row(tok);
+    if (!pos_.empty()) y.mat().row(i) += pos_.w().row(t);
   }
   s->tokens = std::move(saved);
   return y;
@@ -396,10 +397,40 @@ void Embedding::BackwardWeight(Saved* s) const {
   for (Index i = 0; i < rows_; ++i) {
     const Index t = CpGlobalPosition(cp_, seq_, (row_begin_ + i) / batch_);
     tok_.g().row(s->tokens.data()[i]) += s->dy.mat().row(i);
-    pos_.g().row(t) += s->dy.mat().row(i);
+    if (!pos_.empty()) pos_.g().row(t) += s->dy.mat().row(i);
   }
   s->tokens.Reset();
   s->dy.Reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rotary position embedding
+
+void Rotary::Turn(Tensor& t, double sign) const {
+  const Index d = head_dim_, half = d / 2;
+  assert(d % 2 == 0 && t.cols() == 3 * heads_ * d && t.rows() % batch_ == 0);
+  std::vector<float> cos(static_cast<std::size_t>(half)), sin(cos.size());
+  for (Index t_local = 0; t_local < t.rows() / batch_; ++t_local) {
+    const auto pos = static_cast<double>(CpGlobalPosition(cp_, seq_, t_local));
+    for (Index i = 0; i < half; ++i) {
+      const double angle =
+          sign * pos * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      cos[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(angle));
+      sin[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(angle));
+    }
+    for (Index b = 0; b < batch_; ++b) {
+      float* row = t.data() + (t_local * batch_ + b) * t.cols();
+      for (Index head = 0; head < 2 * heads_; ++head) {  // Q's heads, then K's
+        float* x = row + head * d;
+        for (Index i = 0; i < half; ++i) {
+          const float x1 = x[i], x2 = x[i + half];
+          const float c = cos[static_cast<std::size_t>(i)], s = sin[static_cast<std::size_t>(i)];
+          x[i] = x1 * c - x2 * s;
+          x[i + half] = x2 * c + x1 * s;
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -185,8 +185,34 @@ class Gelu {
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;
 };
 
-// Token embedding + learned position embedding, for rows [row_begin, row_begin + rows) of the
-// sequence-major microbatch (tokens are [batch, seq], b-major). Under context parallelism the
+// Rotary position embedding (model.position: rope; Su et al. 2021), in place on the Q and K
+// heads of a qkv tensor [N, 3 · heads · d] laid out as CausalSelfAttention's, rows sequence-
+// major (row = t · batch + b, t a local position, global position CpGlobalPosition(t)): in each
+// head, dimensions i and i + d/2 (i < d/2) turn by the angle pos · 10000^(−2i/d), paired as
+// Megatron-Core and GPT-NeoX pair them (rotate_half). V is left alone. Backward turns the
+// gradients of Q and K by the opposite angles (the turn is orthogonal). Nothing is saved: the
+// angles are computed again from the positions.
+class Rotary {
+ public:
+  Rotary() = default;
+  Rotary(Index batch, Index seq_total, Index heads, Index head_dim, CpConfig cp = {})
+      : batch_(batch), seq_(seq_total), heads_(heads), head_dim_(head_dim), cp_(cp) {}
+  bool active() const { return head_dim_ > 0; }
+  void Forward(Tensor& qkv) const { Turn(qkv, 1.0); }
+  void Backward(Tensor& dqkv) const { Turn(dqkv, -1.0); }
+
+ private:
+  void Turn(Tensor& t, double sign) const;
+  Index batch_ = 0;
+  Index seq_ = 0;
+  Index heads_ = 0;
+  Index head_dim_ = 0;
+  CpConfig cp_;
+};
+
+// Token embedding + learned position embedding (none with rotary positions: `pos` empty), for
+// rows [row_begin, row_begin + rows) of the sequence-major microbatch (tokens are [batch, seq],
+// b-major). Under context parallelism the
 // rows are those of the CP rank's local positions (config.h: CpGlobalPosition).
 class Embedding {
  public:

@@ -539,6 +539,11 @@ Status CheckCudaJob(const ResolvedJob& job) {
                        "the CUDA backend's kernels are LayerNorm's (the CPU backend also runs "
                        "RMSNorm): use norm: layernorm with --backend cuda");
   }
+  if (c.model.position != models::Position::kLearned) {
+    return c.source.At("model.position",
+                       "the CUDA backend adds a learned position table (the CPU backend also runs "
+                       "rotary positions): use position: learned with --backend cuda");
+  }
   if (!c.model.bias) {
     return c.source.At("model.bias",
                        "the CUDA backend's linear layers have biases (the CPU backend runs them "

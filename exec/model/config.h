@@ -48,6 +48,9 @@ struct ModelConfig {
   bool bias = true;
   // model.norm: LayerNorm, or RMSNorm (y = x / sqrt(mean(x²) + eps) · gamma: no mean, no beta).
   bool rms_norm = false;
+  // model.position: a learned position table added to the token embedding, or rotary
+  // positions (RoPE) turning each block's Q and K (no parameters).
+  bool rope = false;
 };
 
 // Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's

@@ -194,7 +194,7 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
   ParamLayoutBuilder b(tp);
   if (spec.first) {
     b.Add("embed.tok", v, h, ShardKind::kReplicated, InitKind::kNormal);
-    b.Add("embed.pos", d.seq, h, ShardKind::kReplicated, InitKind::kNormal);
+    if (!model.rope) b.Add("embed.pos", d.seq, h, ShardKind::kReplicated, InitKind::kNormal);
   }
   // A bias of a linear layer (model.bias) and a norm's beta (LayerNorm only) are left out of the
   // layout where the model has none: Chunk finds no such parameter and runs without it.

@@ -197,8 +197,9 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
   ModelConfig m = SmallModel();
   if (std::get<2>(GetParam()) == 1) m.dropout = 0.2f;
   if (std::get<2>(GetParam()) == 2) {
-    m.rms_norm = true;
+    m.rms_norm = true;  // Llama's norms, linear layers and positions
     m.bias = false;
+    m.rope = true;
   }
   const ChunkSpec spec =
       which == 0 ? ChunkSpec{.first_layer = 0, .num_layers = 4}
@@ -297,7 +298,7 @@ INSTANTIATE_TEST_SUITE_P(TpSp, CpuTensorParallel,
                            return std::string(std::get<0>(test_info.param) ? "tp2_sp" : "tp2") +
                                   (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle") +
                                   (variant == 1   ? "_dropout"
-                                   : variant == 2 ? "_rmsnorm_nobias"
+                                   : variant == 2 ? "_rmsnorm_nobias_rope"
                                                   : "");
                          });
 
@@ -404,9 +405,11 @@ TEST(CpuChunk, AccountantMatchesInventory) {
     for (const bool tied : {false, true})
       for (const ChunkSpec& spec : specs) {
         m.tied_embeddings = tied;
-        m.rms_norm = llama;  // RMSNorm and no biases: fewer parameters, the same activations
-        m.bias = !llama;
-        SCOPED_TRACE(std::string(tied ? "tied" : "untied") + (llama ? ", rmsnorm, no bias" : ""));
+        m.rms_norm = llama;  // RMSNorm, no biases, rotary positions: fewer parameters, the
+        m.bias = !llama;     // same activations
+        m.rope = llama;
+        SCOPED_TRACE(std::string(tied ? "tied" : "untied") +
+                     (llama ? ", rmsnorm, no bias, rope" : ""));
         Accountant acc;
         Chunk c(m, spec, TpConfig{}, acc);
         const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
@@ -420,6 +423,7 @@ TEST(CpuChunk, AccountantMatchesInventory) {
       }
   m.rms_norm = false;
   m.bias = true;
+  m.rope = false;
   // Tied, the one-stage model holds vocab x hidden floats fewer; a last stage as many.
   m.tied_embeddings = true;
   const ChunkSpec whole{.first_layer = 0, .num_layers = 4};
@@ -445,6 +449,7 @@ TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
     for (const bool sp : {false, true}) {
       m.rms_norm = llama;
       m.bias = !llama;
+      m.rope = llama;
       for (const ChunkSpec spec :
            {ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
             ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true}}) {

@@ -177,6 +177,53 @@ TEST(CpuLayers, LinearWithoutBias) {
   EXPECT_LT(FiniteDifferenceError(w.value, w.grad, objective), 1e-3);
 }
 
+// Rotary positions: Q and K of each head turned pair by pair (i with i + d/2) by pos ·
+// 10000^(−2i/d), V untouched; by hand for two entries, and the backward is the forward's adjoint
+// (<Forward(x), r> = <x, Backward(r)>, which makes it the exact gradient of a linear map).
+TEST(CpuLayers, RotaryPositions) {
+  Accountant acc;
+  const Index batch = 2, seq = 8, heads = 2, d = 4, n = batch * seq, hl = heads * d;
+  const std::vector<float> x = RandomVector(static_cast<std::size_t>(n * 3 * hl), 61);
+  const std::vector<float> r = RandomVector(x.size(), 62);
+  for (const int cp_rank : {0, 1}) {
+    // Under CP 2 a rank holds 4 of the 8 positions: rank 1 holds global 2, 3 and 4, 5.
+    const CpConfig cp{.size = 2, .rank = cp_rank};
+    const Index rows = n / 2;  // this rank's 4 local positions × 2 batch rows
+    const Rotary rope(batch, seq, heads, d, cp);
+    Tensor y =
+        FromVector(acc, std::vector<float>(x.begin(), x.begin() + rows * 3 * hl), rows, 3 * hl);
+    rope.Forward(y);
+    for (const Index t : {Index{1}, Index{3}}) {
+      const double pos = static_cast<double>(CpGlobalPosition(cp, seq, t));
+      const Index row = t * batch + 1;  // batch row 1
+      const auto at = [&](Index col) {
+        return static_cast<double>(x[static_cast<std::size_t>(row * 3 * hl + col)]);
+      };
+      // K of head 1 (columns hl + d ..), pair i = 1: dimensions 1 and 3, angle pos / 100.
+      const Index k1 = hl + d;
+      const double a = pos * std::pow(10000.0, -2.0 / 4.0);
+      EXPECT_NEAR(y.data()[row * 3 * hl + k1 + 1],
+                  at(k1 + 1) * std::cos(a) - at(k1 + 3) * std::sin(a), 1e-5);
+      EXPECT_NEAR(y.data()[row * 3 * hl + k1 + 3],
+                  at(k1 + 3) * std::cos(a) + at(k1 + 1) * std::sin(a), 1e-5);
+      // V is untouched.
+      EXPECT_EQ(y.data()[row * 3 * hl + 2 * hl + 1],
+                x[static_cast<std::size_t>(row * 3 * hl + 2 * hl + 1)]);
+    }
+    Tensor g =
+        FromVector(acc, std::vector<float>(r.begin(), r.begin() + rows * 3 * hl), rows, 3 * hl);
+    rope.Backward(g);
+    const double lhs = Dot(y.span(), std::vector<float>(r.begin(), r.begin() + rows * 3 * hl));
+    const double rhs = Dot(g.span(), std::vector<float>(x.begin(), x.begin() + rows * 3 * hl));
+    EXPECT_NEAR(lhs, rhs, 1e-4 * std::abs(lhs) + 1e-5) << "cp rank " << cp_rank;
+    // And Backward undoes Forward (a rotation).
+    rope.Backward(y);
+    for (Index k = 0; k < rows * 3 * hl; ++k) {
+      EXPECT_NEAR(y.data()[k], x[static_cast<std::size_t>(k)], 1e-5) << k;
+    }
+  }
+}
+
 TEST(CpuLayers, CausalAttentionGradients) {
   Accountant acc;
   const Index batch = 2, seq = 5, heads = 2, d = 3, n = batch * seq, hl = heads * d;
@@ -357,6 +404,7 @@ struct BlockVariant {
   float dropout = 0.0f;
   bool rms_norm = false;
   bool bias = true;
+  bool rope = false;
 };
 class CpuBlockGradients : public ::testing::TestWithParam<BlockVariant> {};
 
@@ -371,7 +419,8 @@ ModelConfig ThreeLayers(BlockVariant v) {
                      .micro_batch = 2,
                      .dropout = v.dropout,
                      .bias = v.bias,
-                     .rms_norm = v.rms_norm};
+                     .rms_norm = v.rms_norm,
+                     .rope = v.rope};
 }
 constexpr ChunkSpec kMiddleLayer{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
 
@@ -401,10 +450,12 @@ TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, CpuBlockGradients,
-                         ::testing::Values(BlockVariant{}, BlockVariant{.dropout = 0.3f},
-                                           BlockVariant{.rms_norm = true, .bias = false},
-                                           BlockVariant{.dropout = 0.3f, .rms_norm = true}));
+INSTANTIATE_TEST_SUITE_P(
+    Variants, CpuBlockGradients,
+    ::testing::Values(BlockVariant{}, BlockVariant{.dropout = 0.3f},
+                      BlockVariant{.rms_norm = true, .bias = false},
+                      BlockVariant{.dropout = 0.3f, .rms_norm = true}, BlockVariant{.rope = true},
+                      BlockVariant{.rms_norm = true, .bias = false, .rope = true}));
 
 // The masks follow ForwardArgs::sample (the microbatch's index among the step's dp ×
 // microbatches) where given, not the rank's microbatch id: data-parallel rank 1's microbatch 0
@@ -450,8 +501,8 @@ TEST(CpuLayers, DropoutMaskIsSeededAndSplittable) {
   EXPECT_NE(c.mat(), a.mat());
 }
 
-// The whole model in one chunk: gradients of the mean loss; with LayerNorm and biases, and
-// with RMSNorm and none (the final norm too).
+// The whole model in one chunk: gradients of the mean loss; with LayerNorm, biases and learned
+// positions, and with RMSNorm, no biases and rotary positions (the final norm too).
 class CpuWholeModel : public ::testing::TestWithParam<bool> {};
 
 TEST_P(CpuWholeModel, LossGradients) {
@@ -467,7 +518,8 @@ TEST_P(CpuWholeModel, LossGradients) {
                 .seed = 5,
                 .init_std = 0.5f,
                 .bias = !llama_style,
-                .rms_norm = llama_style};
+                .rms_norm = llama_style,
+                .rope = llama_style};
   Chunk chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 2}, TpConfig{}, acc);
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 8, 7, 0, 6};
   const std::vector<std::int32_t> labels = {2, 3, 4, 5, 7, 0, 6, 1};
@@ -496,8 +548,10 @@ TEST_P(CpuWholeModel, LossGradients) {
   const std::size_t h = 8, f = 16, v = 9, s = 4, layers = 2;
   const std::size_t norms = (2 * layers + 1) * (llama_style ? h : 2 * h);
   const std::size_t biases = llama_style ? 0 : layers * (3 * h + h + f + h);
-  EXPECT_EQ(chunk.layout().total,
-            v * h + s * h + layers * (3 * h * h + h * h + 2 * h * f) + norms + biases + h * v);
+  EXPECT_EQ(has("embed.pos"), !llama_style);
+  EXPECT_EQ(chunk.layout().total, v * h + (llama_style ? 0 : s * h) +
+                                      layers * (3 * h * h + h * h + 2 * h * f) + norms + biases +
+                                      h * v);
 }
 
 INSTANTIATE_TEST_SUITE_P(NormsAndBiases, CpuWholeModel, ::testing::Bool());

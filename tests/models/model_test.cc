@@ -215,9 +215,10 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   with_dropout.dropout = true;
   with_dropout.tied_embeddings = true;
   EXPECT_FALSE(ExecutorModelMismatch(with_dropout).has_value());
-  ModelConfig llama_norms = tiny;  // RMSNorm, no biases: the executor runs them too
+  ModelConfig llama_norms = tiny;  // RMSNorm, no biases, rotary: the executor runs them too
   llama_norms.norm = Norm::kRmsNorm;
   llama_norms.bias = false;
+  llama_norms.position = Position::kRope;
   EXPECT_FALSE(ExecutorModelMismatch(llama_norms).has_value());
   struct Case {
     void (*change)(ModelConfig&);
@@ -227,8 +228,13 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   const Case cases[] = {
       {[](ModelConfig& m) { m.mlp = Mlp::kSwiglu; }, "model.mlp",
        "write mlp: gelu; this model has mlp swiglu"},
-      {[](ModelConfig& m) { m.position = Position::kRope; }, "model.position",
-       "write position: learned"},
+      {[](ModelConfig& m) {
+         m.position = Position::kRope;  // tiny's heads are 16 wide; 65 / 5 = 13 is odd
+         m.hidden = 65;
+         m.heads = 5;
+         m.kv_heads = 5;
+       },
+       "model.position", "the head dimension (hidden / heads = 13) must be even"},
       {[](ModelConfig& m) { m.kv_heads = 2; }, "model.kv_heads",
        "kv_heads must equal heads (4); this model has kv_heads 2"},
   };
@@ -242,7 +248,7 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   }
   EXPECT_FALSE(ExecutorModelMismatch(*FindPreset("gpt3-1.3b")).has_value());
   EXPECT_EQ(ExecutorModelMismatch(*FindPreset("llama3-8b"))->key, "model.mlp");
-  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.position");
+  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.kv_heads");
 }
 
 // Tied embeddings over a pipeline: the executor sums the copies after the ring all-reduce, so

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -520,6 +521,7 @@ TEST(JobWriter, EveryJobFileInTheRepositoryRoundTrips) {
       }
     }
   }
+  std::printf("%d job files read back the same, %d of them simulated the same\n", read, simulated);
   EXPECT_GT(simulated, 250);
   EXPECT_GT(read, 250);  // examples/published alone holds 193
 }

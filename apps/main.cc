@@ -85,19 +85,21 @@ int Main(int argc, char** argv) {
     std::printf("pipetwin %s\n", PIPETWIN_VERSION);
     return 0;
   }
-  if (cmd == "simulate") return CmdSimulate(argc, argv);
-  if (cmd == "schedule") return CmdSchedule(argc, argv);
-  if (cmd == "schedules") return CmdSchedules(argc, argv);
-  if (cmd == "presets") return CmdPresets(argc, argv);
-  if (cmd == "run") return CmdRun(argc, argv);
-  if (cmd == "calibrate") return CmdCalibrate(argc, argv);
-  if (cmd == "compare") return CmdCompare(argc, argv);
-  if (cmd == "validate") return CmdValidate(argc, argv);
-  if (cmd == "plan") return CmdPlan(argc, argv);
-  static const std::vector<std::string> kCommands = {"simulate", "schedule", "schedules",
-                                                     "presets",  "run",      "calibrate",
-                                                     "compare",  "validate", "plan"};
-  const std::string guess = DidYouMean(cmd, kCommands);
+  // The subcommands, dispatched by name; an unknown name is answered with the nearest ones.
+  struct Command {
+    const char* name;
+    int (*run)(int, char**);
+  };
+  static constexpr Command kCommands[] = {
+      {"simulate", CmdSimulate}, {"schedule", CmdSchedule}, {"schedules", CmdSchedules},
+      {"presets", CmdPresets},   {"run", CmdRun},           {"calibrate", CmdCalibrate},
+      {"compare", CmdCompare},   {"validate", CmdValidate}, {"plan", CmdPlan}};
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) return c.run(argc, argv);
+    names.emplace_back(c.name);
+  }
+  const std::string guess = DidYouMean(cmd, names);
   std::fprintf(stderr, "pipetwin: unknown command %s%s\n\n%s", Quoted(cmd).c_str(),
                guess.empty() ? "" : (", " + guess).c_str(), kUsage);
   return 2;

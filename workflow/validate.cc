@@ -47,21 +47,24 @@ Expected<std::vector<std::string>> SchedulesFor(const std::string& which,
   std::string s = which;
   for (char& c : s) c = c == ',' ? ' ' : c;
   schedules = Words(s);
+  // The generators' names, once: to recognise a name, to list them, and to suggest one.
+  std::vector<std::string> generators;
   std::string names;
   for (const GeneratorInfo& g : AllGenerators()) {
-    names += std::string(names.empty() ? "" : ", ") + std::string(g.name);
+    generators.emplace_back(g.name);
+    names += (names.empty() ? "" : ", ") + generators.back();
   }
   for (const std::string& name : schedules) {
-    bool known = name.rfind("csv:", 0) == 0;
-    for (const GeneratorInfo& g : AllGenerators()) known = known || name == g.name;
-    if (!known) {
-      std::vector<std::string> all = {"job", "all"};
-      for (const GeneratorInfo& g : AllGenerators()) all.emplace_back(g.name);
-      const std::string guess = DidYouMean(name, all);
-      return Error::BadInput("--schedules: unknown schedule " + Quoted(name) +
-                             (guess.empty() ? "" : ", " + guess) + " (one of " + names +
-                             ", csv:PATH; or job, all)");
+    if (name.rfind("csv:", 0) == 0 ||
+        std::find(generators.begin(), generators.end(), name) != generators.end()) {
+      continue;
     }
+    std::vector<std::string> all = generators;
+    all.insert(all.end(), {"job", "all"});
+    const std::string guess = DidYouMean(name, all);
+    return Error::BadInput("--schedules: unknown schedule " + Quoted(name) +
+                           (guess.empty() ? "" : ", " + guess) + " (one of " + names +
+                           ", csv:PATH; or job, all)");
   }
   if (schedules.empty()) {
     return Error::BadInput("--schedules: empty (job, all, or names: one of " + names + ")");

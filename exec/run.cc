@@ -108,6 +108,7 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   c.bias = m.bias;
   c.rms_norm = m.norm == models::Norm::kRmsNorm;
   c.rope = m.position == models::Position::kRope;
+  c.swiglu = m.mlp == models::Mlp::kSwiglu;
   return c;
 }
 

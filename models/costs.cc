@@ -1121,7 +1121,8 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .tied = m.tied_embeddings,
                                                      .bias = m.bias,
                                                      .rms_norm = m.norm == Norm::kRmsNorm,
-                                                     .rope = m.position == Position::kRope});
+                                                     .rope = m.position == Position::kRope,
+                                                     .swiglu = m.mlp == Mlp::kSwiglu});
     sc.params = cm.params;
     // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
     // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer

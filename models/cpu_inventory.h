@@ -15,6 +15,9 @@
 //                 + GeLU input N·fl + fc2 input N·fl
 //   kept for W:   the four linears' inputs and output gradients:
 //                 (N·h + 3·N·hl) + (N·hl + N·h) + (N·h + N·fl) + (N·fl + N·h)
+// With SwiGLU (model.mlp swiglu) fc1's output is [gate | up], 2·fl wide: the activation's saved
+// input is N·2·fl, fc1's output gradient kept for W N·2·fl, and fc1 holds h·2·fl weights (2·fl
+// biases).
 // First chunk: F saves the tokens (R int32); I adds the embedding's output gradient (R·h).
 // Last chunk: F saves the final LN (R·h + R), the output layer's input (R·h) and d(logits)
 // (R·vocab); W needs the input and d(logits). During I the activations rise above their level
@@ -62,6 +65,8 @@ struct CpuChunkShape {
   bool bias = true;   // model.bias: the linear layers' biases
   bool rms_norm = false;  // model.norm rmsnorm: each norm holds gamma only (the same saved tensors)
   bool rope = false;      // model.position rope: no position table (nothing saved: turned in place)
+  bool swiglu =
+      false;  // model.mlp swiglu: fc1 [h, 2·fl] gives SwiGLU's [gate | up] (fl = ffn / tp)
 };
 
 struct CpuChunkMemory {
@@ -91,17 +96,17 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 // Megatron-LM's default (--hidden-dropout, --attention-dropout 0.1).
 inline constexpr float kExecutorDropout = 0.1f;
 
-// The decoder the executor runs on every backend (exec/model/): a GeLU MLP, full multi-head
-// attention, learned or rotary positions (model.position), LayerNorm or RMSNorm (model.norm) and
-// biases in the linear layers or not (model.bias; the CUDA backend refuses rotary positions,
-// RMSNorm and no biases), its output layer tied to the
-// embedding or not (model.tied_embeddings; the CUDA backend refuses tied), and hidden and attention
-// dropout when model.dropout says so (on the CPU backend, at kExecutorDropout; its masks are drawn
-// again in the backward, never saved; the CUDA backend refuses dropout). Where `m` is another
-// model, the first `model:` key that says so and what to write instead: `run` and `calibrate`
-// refuse such a job (the step run would not be the one described), and so does `cluster.device:
-// cpu`, the executor's own machine, whose inventory above holds this decoder only. Nothing when `m`
-// is that decoder.
+// The decoder the executor runs on every backend (exec/model/): a GeLU or SwiGLU MLP (model.mlp;
+// the CUDA backend refuses SwiGLU), full multi-head attention, learned or rotary positions
+// (model.position), LayerNorm or RMSNorm (model.norm) and biases in the linear layers or not
+// (model.bias; the CUDA backend refuses rotary positions, RMSNorm and no biases), its output layer
+// tied to the embedding or not (model.tied_embeddings; the CUDA backend refuses tied), and hidden
+// and attention dropout when model.dropout says so (on the CPU backend, at kExecutorDropout; its
+// masks are drawn again in the backward, never saved; the CUDA backend refuses dropout). Where `m`
+// is another model, the first `model:` key that says so and what to write instead: `run` and
+// `calibrate` refuse such a job (the step run would not be the one described), and so does
+// `cluster.device: cpu`, the executor's own machine, whose inventory above holds this decoder only.
+// Nothing when `m` is that decoder.
 struct ModelMismatch {
   std::string key;      // "model.tied_embeddings"
   std::string message;  // what the executor runs and what to write

@@ -61,6 +61,7 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   }
   if (model.rope) rotary_ = Rotary(d.batch, d.seq, d.heads_local, d.head_dim, cp.cfg);
   row_begin_ = d.row_begin;
+  use_swiglu_ = model.swiglu;
 }
 
 namespace {
@@ -138,7 +139,8 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   Tensor m = ln2_.Forward(x1, &s->ln2);
   m = GatherToTpRegion(std::move(m), tp_);
   m = fc1_.Forward(std::move(m), &s->fc1);
-  m = gelu_.Forward(std::move(m), &s->gelu);
+  m = use_swiglu_ ? swiglu_.Forward(std::move(m), &s->swiglu)
+                  : gelu_.Forward(std::move(m), &s->gelu);
   m = fc2_.Forward(std::move(m), &s->fc2);
   Tensor y = ReduceFromTpRegion(std::move(m), tp_);
   fc2_.AddBias(y);
@@ -158,7 +160,7 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   dropout_.Apply(g, BranchKey(s->dropout_key, layer_, 1), row_begin_);
   g = GatherToTpRegion(std::move(g), tp_);
   g = fc2_.BackwardInput(std::move(g), &s->fc2);
-  g = gelu_.BackwardInput(g, &s->gelu);
+  g = use_swiglu_ ? swiglu_.BackwardInput(g, &s->swiglu) : gelu_.BackwardInput(g, &s->gelu);
   g = fc1_.BackwardInput(std::move(g), &s->fc1);
   g = ReduceFromTpRegion(std::move(g), tp_);
   Tensor dx1 = ln2_.BackwardInput(g, &s->ln2);

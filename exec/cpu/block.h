@@ -5,6 +5,7 @@
 //        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
 //        ─► dropout ─► + x1 ═► y
+// (model.mlp swiglu: fc1 gives [gate | up], twice as wide, and SwiGLU takes GeLU's place.)
 //
 // [f] and [g] are Megatron's conjugate region operators over the TP group:
 //   without SP: f = identity forward / all-reduce backward; g = all-reduce forward / identity
@@ -76,7 +77,7 @@ struct BlockParams {
   ParamRef qkv_w, qkv_b;    // column-parallel, [h, 3h/tp] as [Q | K | V] of this rank's heads
   ParamRef proj_w, proj_b;  // row-parallel [h/tp, h]; bias replicated
   ParamRef ln2_g, ln2_b;
-  ParamRef fc1_w, fc1_b;  // column-parallel [h, ffn/tp]
+  ParamRef fc1_w, fc1_b;  // column-parallel [h, ffn/tp] (SwiGLU: [h, 2·ffn/tp], gate | up)
   ParamRef fc2_w, fc2_b;  // row-parallel [ffn/tp, h]; bias replicated
 };
 
@@ -91,6 +92,7 @@ class TransformerBlock {
     LayerNorm::Saved ln2;
     Linear::Saved fc1;
     Gelu::Saved gelu;
+    Swiglu::Saved swiglu;  // model.mlp swiglu instead of gelu
     Linear::Saved fc2;
     Tensor input;                   // kFull: the block's input, from F until I recomputes
     Tensor attn_qkv;                // kSelective: the attention core's input, from F until I
@@ -120,6 +122,8 @@ class TransformerBlock {
   RingAttention ring_;
   bool ring_attention_ = false;  // blocked attention: cp > 1, or recompute none or full
   Gelu gelu_;
+  Swiglu swiglu_;
+  bool use_swiglu_ = false;
   Dropout dropout_;
   Rotary rotary_;  // model.position rope: Q and K turned after the QKV layer (inactive: learned)
   int layer_ = 0;

@@ -40,7 +40,8 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .tied = model.tied_embeddings,
                                      .bias = model.bias,
                                      .rms_norm = model.rms_norm,
-                                     .rope = model.rope});
+                                     .rope = model.rope,
+                                     .swiglu = model.swiglu});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

@@ -361,6 +361,47 @@ Tensor Gelu::BackwardInput(const Tensor& dy, Saved* s) const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SwiGLU
+
+namespace {
+using RowMajorArray = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+}  // namespace
+
+void SwigluForward(const float* x, float* y, Index n, Index f) {
+  const Eigen::Map<const RowMajorArray> in(x, n, 2 * f);
+  const auto gate = in.leftCols(f);
+  // σ(g) = 1 / (1 + e^−g): Eigen's exp saturates (no inf · 0), so σ is 0 or 1 far out.
+  Eigen::Map<RowMajorArray>(y, n, f) = gate / (1.0f + (-gate).exp()) * in.rightCols(f);
+}
+
+void SwigluBackward(const float* x, const float* dy, float* dx, Index n, Index f) {
+  const Eigen::Map<const RowMajorArray> in(x, n, 2 * f);
+  const Eigen::Map<const RowMajorArray> d(dy, n, f);
+  Eigen::Map<RowMajorArray> out(dx, n, 2 * f);
+  const auto gate = in.leftCols(f);
+  out.leftCols(f) = 1.0f / (1.0f + (-gate).exp());  // σ(g), held for the next two lines
+  out.rightCols(f) = d * gate * out.leftCols(f);    // d up = dy SiLU(g)
+  out.leftCols(f) =
+      d * in.rightCols(f) * out.leftCols(f) * (1.0f + gate * (1.0f - out.leftCols(f)));
+}
+
+Tensor Swiglu::Forward(Tensor x, Saved* s) const {
+  assert(x.cols() % 2 == 0);
+  Tensor y = NewOutputLike(x, x.rows(), x.cols() / 2);
+  SwigluForward(x.data(), y.data(), x.rows(), x.cols() / 2);
+  s->x = Keep(std::move(x));
+  return y;
+}
+
+Tensor Swiglu::BackwardInput(const Tensor& dy, Saved* s) const {
+  assert(dy.rows() == s->x.rows() && 2 * dy.cols() == s->x.cols());
+  Tensor dx = NewOutputLike(dy, dy.rows(), 2 * dy.cols());
+  SwigluBackward(s->x.data(), dy.data(), dx.data(), dy.rows(), dy.cols());
+  s->x.Reset();
+  return dx;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Embedding
 
 Tensor Embedding::Forward(std::span<const std::int32_t> tokens, Saved* s, Accountant& acc) const {

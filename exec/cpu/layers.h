@@ -185,6 +185,22 @@ class Gelu {
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;
 };
 
+// SwiGLU's gate (model.mlp: swiglu; Shazeer 2020, as Megatron-LM's --swiglu): x [n, 2f] holds
+// [gate | up] in each row (fc1's two column groups: under TP this rank's f = ffn / tp columns
+// of each), y [n, f] = SiLU(gate) ⊙ up, SiLU(g) = g σ(g). Backward: d gate = dy ⊙ up ⊙ σ(g)
+// (1 + g (1 − σ(g))), d up = dy ⊙ SiLU(g). Keeps its input x, as Gelu does.
+void SwigluForward(const float* x, float* y, Index n, Index f);
+void SwigluBackward(const float* x, const float* dy, float* dx, Index n, Index f);
+
+class Swiglu {
+ public:
+  struct Saved {
+    Tensor x;
+  };
+  Tensor Forward(Tensor x, Saved* s) const;                // [n, 2f] → [n, f]
+  Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [n, f] → [n, 2f]
+};
+
 // Rotary position embedding (model.position: rope; Su et al. 2021), in place on the Q and K
 // heads of a qkv tensor [N, 3 · heads · d] laid out as CausalSelfAttention's, rows sequence-
 // major (row = t · batch + b, t a local position, global position CpGlobalPosition(t)): in each

@@ -516,7 +516,7 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, LayerNorm, biases, no dropout, untied embeddings, TP collectives in series (no
+// attention, GeLU, LayerNorm, biases, no dropout, untied embeddings, TP collectives in series (no
 // overlap.tp_comm), no ZeRO;
 // the executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
 // backend is made (models::ExecutorModelMismatch, in exec/run.cc).
@@ -543,6 +543,11 @@ Status CheckCudaJob(const ResolvedJob& job) {
     return c.source.At("model.position",
                        "the CUDA backend adds a learned position table (the CPU backend also runs "
                        "rotary positions): use position: learned with --backend cuda");
+  }
+  if (c.model.mlp != models::Mlp::kGelu) {
+    return c.source.At("model.mlp",
+                       "the CUDA backend's MLP is GeLU's (the CPU backend also runs SwiGLU): use "
+                       "mlp: gelu with --backend cuda");
   }
   if (!c.model.bias) {
     return c.source.At("model.bias",

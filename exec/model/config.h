@@ -51,6 +51,10 @@ struct ModelConfig {
   // model.position: a learned position table added to the token embedding, or rotary
   // positions (RoPE) turning each block's Q and K (no parameters).
   bool rope = false;
+  // model.mlp: a GeLU MLP (fc1 [h, f] → GeLU → fc2 [f, h]), or SwiGLU (Shazeer 2020, Megatron-LM's
+  // --swiglu): fc1 [h, 2f] gives [gate | up], SiLU(gate) ⊙ up → fc2 [f, h]. Under TP each rank
+  // holds its slice of the gate columns and of the up columns (two column groups).
+  bool swiglu = false;
 };
 
 // Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's

@@ -212,8 +212,11 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
     b.Add(BlockParamName(l, "proj_w"), h, h, ShardKind::kRows, InitKind::kNormal);
     bias(BlockParamName(l, "proj_b"), h, ShardKind::kReplicated);
     norm(BlockParamName(l, "ln2_g"), BlockParamName(l, "ln2_b"));
-    b.Add(BlockParamName(l, "fc1_w"), h, f, ShardKind::kColumns, InitKind::kNormal);
-    bias(BlockParamName(l, "fc1_b"), f, ShardKind::kColumns);
+    // SwiGLU's fc1 is [gate | up], two column groups each split over TP.
+    const Index fc1_groups = model.swiglu ? 2 : 1;
+    b.Add(BlockParamName(l, "fc1_w"), h, fc1_groups * f, ShardKind::kColumns, InitKind::kNormal,
+          fc1_groups);
+    bias(BlockParamName(l, "fc1_b"), fc1_groups * f, ShardKind::kColumns, fc1_groups);
     b.Add(BlockParamName(l, "fc2_w"), f, h, ShardKind::kRows, InitKind::kNormal);
     bias(BlockParamName(l, "fc2_b"), h, ShardKind::kReplicated);
   }

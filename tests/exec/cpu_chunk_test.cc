@@ -188,7 +188,9 @@ RunResult RunChunk(Chunk& c, const std::vector<Batch>& batches,
   return r;
 }
 
-// (sp, 0: whole model or 1: middle chunk, 0: plain, 1: dropout or 2: RMSNorm and no biases)
+// (sp, 0: whole model or 1: middle chunk, 0: plain, 1: dropout, 2: Llama's blocks (RMSNorm, no
+// biases, rotary positions, SwiGLU) or 3: SwiGLU with biases (fc1's two column groups, weight
+// and bias, each split over TP))
 class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, int>> {};
 
 TEST_P(CpuTensorParallel, EqualsUnsharded) {
@@ -200,7 +202,9 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
     m.rms_norm = true;  // Llama's norms, linear layers and positions
     m.bias = false;
     m.rope = true;
+    m.swiglu = true;
   }
+  if (std::get<2>(GetParam()) == 3) m.swiglu = true;
   const ChunkSpec spec =
       which == 0 ? ChunkSpec{.first_layer = 0, .num_layers = 4}
                  : ChunkSpec{.first_layer = 1, .num_layers = 2, .first = false, .last = false};
@@ -292,13 +296,14 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
 
 INSTANTIATE_TEST_SUITE_P(TpSp, CpuTensorParallel,
                          ::testing::Combine(::testing::Bool(), ::testing::Values(0, 1),
-                                            ::testing::Values(0, 1, 2)),
+                                            ::testing::Values(0, 1, 2, 3)),
                          [](const auto& test_info) {
                            const int variant = std::get<2>(test_info.param);
                            return std::string(std::get<0>(test_info.param) ? "tp2_sp" : "tp2") +
                                   (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle") +
                                   (variant == 1   ? "_dropout"
-                                   : variant == 2 ? "_rmsnorm_nobias_rope"
+                                   : variant == 2 ? "_llama"
+                                   : variant == 3 ? "_swiglu"
                                                   : "");
                          });
 
@@ -408,8 +413,9 @@ TEST(CpuChunk, AccountantMatchesInventory) {
         m.rms_norm = llama;  // RMSNorm, no biases, rotary positions: fewer parameters, the
         m.bias = !llama;     // same activations
         m.rope = llama;
+        m.swiglu = llama;  // and SwiGLU: fc1 and its saved output twice as wide
         SCOPED_TRACE(std::string(tied ? "tied" : "untied") +
-                     (llama ? ", rmsnorm, no bias, rope" : ""));
+                     (llama ? ", rmsnorm, no bias, rope, swiglu" : ""));
         Accountant acc;
         Chunk c(m, spec, TpConfig{}, acc);
         const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
@@ -424,6 +430,7 @@ TEST(CpuChunk, AccountantMatchesInventory) {
   m.rms_norm = false;
   m.bias = true;
   m.rope = false;
+  m.swiglu = false;
   // Tied, the one-stage model holds vocab x hidden floats fewer; a last stage as many.
   m.tied_embeddings = true;
   const ChunkSpec whole{.first_layer = 0, .num_layers = 4};
@@ -441,6 +448,22 @@ TEST(CpuChunk, AccountantMatchesInventory) {
   EXPECT_EQ(one.activations_full, 4u * (16 * (8 * 16 + 2 * 32 + 2) + 16 * 16 + 16 * 4));
   EXPECT_EQ(one.activations_pending_w, 4u * (16 * (8 * 16 + 2 * 32)));
   EXPECT_EQ(one.activations_i_transient, 4u * 16 * 16);
+  // SwiGLU: the activation's input, fc1's output, is [gate | up], 2 ffn wide, in F and, as fc1's
+  // output gradient, kept for W: N(8h + 3ffn + 2) and N(8h + 3ffn); fc1 holds h · 2ffn weights
+  // and 2 ffn biases, h · ffn + ffn more; I's peak rise is fc2's output gradient, N h, still.
+  m.swiglu = true;
+  const ChunkInventory swiglu = PredictChunkMemory(
+      m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false}, TpConfig{});
+  EXPECT_EQ(swiglu.activations_full, 4u * (16 * (8 * 16 + 3 * 32 + 2) + 16 * 16 + 16 * 4));
+  EXPECT_EQ(swiglu.activations_pending_w, 4u * (16 * (8 * 16 + 3 * 32)));
+  EXPECT_EQ(swiglu.activations_i_transient, 4u * 16 * 16);
+  EXPECT_EQ(swiglu.params - one.params, 16u * 32 + 32);
+  {
+    Accountant acc;
+    Chunk c(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
+            TpConfig{}, acc);
+    CheckMemory(c, acc, swiglu);
+  }
 }
 
 TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
@@ -450,6 +473,7 @@ TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
       m.rms_norm = llama;
       m.bias = !llama;
       m.rope = llama;
+      m.swiglu = llama;
       for (const ChunkSpec spec :
            {ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
             ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true}}) {

@@ -82,15 +82,15 @@ refused 2 "master_weights remainders" training.master_weights simulate
 # The executor's decoder (models::ExecutorModelMismatch): a model with any other architecture
 # is refused by `run` on every backend and by `simulate` on the cpu device (its machine), each
 # naming the first key that differs. The tiny preset is that decoder.
-for spec in "mlp: swiglu|model.mlp" "kv_heads: 2|model.kv_heads"; do
+for spec in "kv_heads: 2|model.kv_heads"; do
   keys=${spec%%|*}
   variant "model-${keys%%:*}" "s/^model: {/model: {$keys, /" "$keys"
   refused 2 "$keys" "${spec##*|}" simulate
 done
-# RMSNorm, linear layers without biases and rotary positions are the executor's too
+# RMSNorm, linear layers without biases, rotary positions and SwiGLU are the executor's too
 # (exec_reference_*-llama-style runs them): simulate on the cpu device prices them.
-variant llama-style "s/^model: {/model: {norm: rmsnorm, bias: false, position: rope, /" "norm: rmsnorm"
-answers "cp 2 with RMSNorm, no biases and rotary positions"
+variant llama-style "s/^model: {/model: {norm: rmsnorm, bias: false, position: rope, mlp: swiglu, /" "mlp: swiglu"
+answers "cp 2 with RMSNorm, no biases, rotary positions and SwiGLU"
 # Tied embeddings are the executor's (exec_reference_*-tied runs them); over a pipeline the
 # two copies' gradients are summed after the data-parallel reduction (under ZeRO-1 slice by
 # slice: exec_reference_*-zero1-tied), which parameter servers step before: refused by run and

@@ -206,7 +206,7 @@ TEST(TrainingTest, ParsesAndRejects) {
 
 // The executor's decoder: the tiny preset is it, with or without dropout and tied embeddings
 // (the CPU backend runs both); each architecture key changed alone is named, with what to
-// write; a preset is named by the first key (in mlp, norm, position, kv_heads, bias order)
+// write; a preset is named by the first key (in position, kv_heads order)
 // where it differs, and the GPT-3 presets are the decoder.
 TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   const ModelConfig tiny = *FindPreset("tiny");
@@ -219,6 +219,7 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
   llama_norms.norm = Norm::kRmsNorm;
   llama_norms.bias = false;
   llama_norms.position = Position::kRope;
+  llama_norms.mlp = Mlp::kSwiglu;  // and SwiGLU
   EXPECT_FALSE(ExecutorModelMismatch(llama_norms).has_value());
   struct Case {
     void (*change)(ModelConfig&);
@@ -226,8 +227,6 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
     const char* says;
   };
   const Case cases[] = {
-      {[](ModelConfig& m) { m.mlp = Mlp::kSwiglu; }, "model.mlp",
-       "write mlp: gelu; this model has mlp swiglu"},
       {[](ModelConfig& m) {
          m.position = Position::kRope;  // tiny's heads are 16 wide; 65 / 5 = 13 is odd
          m.hidden = 65;
@@ -247,7 +246,10 @@ TEST(ModelTest, ExecutorModelMismatchNamesTheFirstKeyThatDiffers) {
     EXPECT_NE(bad->message.find(c.says), std::string::npos) << bad->message;
   }
   EXPECT_FALSE(ExecutorModelMismatch(*FindPreset("gpt3-1.3b")).has_value());
-  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("llama3-8b"))->key, "model.mlp");
+  // Llama 2 7B and 13B have full multi-head attention: the executor's decoder as they are.
+  EXPECT_FALSE(ExecutorModelMismatch(*FindPreset("llama2-7b")).has_value());
+  EXPECT_FALSE(ExecutorModelMismatch(*FindPreset("llama2-13b")).has_value());
+  EXPECT_EQ(ExecutorModelMismatch(*FindPreset("llama3-8b"))->key, "model.kv_heads");
   EXPECT_EQ(ExecutorModelMismatch(*FindPreset("nemotron4-15b"))->key, "model.kv_heads");
 }
 

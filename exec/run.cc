@@ -109,6 +109,7 @@ Expected<gpt::ModelConfig> CpuModel(const JobConfig& job, const models::ModelCon
   c.rms_norm = m.norm == models::Norm::kRmsNorm;
   c.rope = m.position == models::Position::kRope;
   c.swiglu = m.mlp == models::Mlp::kSwiglu;
+  c.kv_heads = m.kv_heads;
   return c;
 }
 

@@ -1122,7 +1122,8 @@ void ApplyCpuExecutor(JobCosts& jc, const ParallelConfig& par, const std::vector
                                                      .bias = m.bias,
                                                      .rms_norm = m.norm == Norm::kRmsNorm,
                                                      .rope = m.position == Position::kRope,
-                                                     .swiglu = m.mlp == Mlp::kSwiglu});
+                                                     .swiglu = m.mlp == Mlp::kSwiglu,
+                                                     .kv_heads = m.kv_heads});
     sc.params = cm.params;
     // The gradients are reduced over dp x cp together (as Megatron does): every CP rank holds
     // the gradients of its share of the sequence. ZeRO-1 on the CPU executor: the optimizer

@@ -20,6 +20,10 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t fl = c.ffn_hidden / c.tp;
   // fc1's output, the activation's input: SwiGLU's [gate | up] is twice the MLP's width.
   const std::int64_t f1 = c.swiglu ? 2 * fl : fl;
+  // The QKV layer's output: Q of this rank's heads, K and V of its kv heads (grouped-query
+  // attention: fewer, widened to every query head before the attention core, which keeps 3·hl).
+  const std::int64_t kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
+  const std::int64_t qw = hl + 2 * (kv_heads / c.tp) * (h / c.heads);
   const std::int64_t v = c.vocab;
   // What the attention core saves beside qkv: the blocked (flash-style) attention's output and
   // log-sum-exp per row and head (cp > 1, or recompute none or full), or the probabilities
@@ -36,12 +40,12 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   // A norm holds gamma and beta (LayerNorm) or gamma alone (RMSNorm); the linear layers' biases
   // (model.bias): QKV's and fc1's split over TP, the row-parallel ones' whole on every rank.
   const std::int64_t norm = c.rms_norm ? h : 2 * h;
-  const std::int64_t col_biases = c.bias ? 3 * hl + f1 : 0;
+  const std::int64_t col_biases = c.bias ? qw + f1 : 0;
   const std::int64_t row_biases = c.bias ? 2 * h : 0;
   const std::int64_t positions = c.rope ? 0 : c.seq_len * h;
   std::int64_t params = 0;
   if (c.first) params += v * h + positions;
-  params += layers * (2 * norm + h * 3 * hl + hl * h + h * f1 + fl * h + col_biases + row_biases);
+  params += layers * (2 * norm + h * qw + hl * h + h * f1 + fl * h + col_biases + row_biases);
   if (c.last) params += norm + output;
 
   std::int64_t full = 0;
@@ -49,7 +53,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t block_full =
       (r * h + r) + n * h + (3 * n * hl + probs) + n * hl + (r * h + r) + n * h + n * f1 + n * fl;
   const std::int64_t block_pending =
-      (n * h + 3 * n * hl) + (n * hl + n * h) + (n * h + n * f1) + (n * fl + n * h);
+      (n * h + n * qw) + (n * hl + n * h) + (n * h + n * f1) + (n * fl + n * h);
   const bool selective = c.recompute == Recompute::kSelective;
   const bool recompute_full = c.recompute == Recompute::kFull;
   // What F of a block keeps under the recompute mode: everything; all but the probabilities;
@@ -76,7 +80,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
     if (recompute_full) events.insert(events.end(), {+block_full, -r * h});
     events.insert(events.end(), {+n * h, -n * f1, +n * f1, -(r * h + r), +n * h});
     if (selective) events.push_back(+probs);  // the attention core's forward again
-    events.insert(events.end(), {-(3 * n * hl + probs), +3 * n * hl, -(r * h + r)});
+    events.insert(events.end(), {-(3 * n * hl + probs), +n * qw, -(r * h + r)});
   }
   if (c.first) events.push_back(+r * h);
   std::int64_t level = 0;
@@ -131,20 +135,12 @@ std::optional<ModelMismatch> ExecutorModelMismatch(const ModelConfig& m) {
                          "backend, and what cluster.device cpu predicts) " +
                              what};
   };
-  auto has = [](std::string_view key, std::string_view v) {
-    return "; this model has " + std::string(key) + " " + std::string(v);
-  };
   if (m.position == Position::kRope && (m.hidden / m.heads) % 2 != 0) {
     return differs("model.position",
                    "turns pairs of dimensions with rotary positions: the head dimension "
                    "(hidden / heads = " +
                        std::to_string(m.hidden / m.heads) +
                        ") must be even; write position: learned or change hidden or heads");
-  }
-  if (m.kv_heads != m.heads) {
-    return differs("model.kv_heads", "has no grouped-query attention: kv_heads must equal heads (" +
-                                         std::to_string(m.heads) + ")" +
-                                         has("kv_heads", std::to_string(m.kv_heads)));
   }
   return std::nullopt;
 }

@@ -17,7 +17,9 @@
 //                 (N·h + 3·N·hl) + (N·hl + N·h) + (N·h + N·fl) + (N·fl + N·h)
 // With SwiGLU (model.mlp swiglu) fc1's output is [gate | up], 2·fl wide: the activation's saved
 // input is N·2·fl, fc1's output gradient kept for W N·2·fl, and fc1 holds h·2·fl weights (2·fl
-// biases).
+// biases). With grouped-query attention (model.kv_heads = kv below heads) the QKV layer's output
+// is qw = hl + 2·(kv / tp)·(h / heads) wide (its weights h·qw, biases qw) and so is its output
+// gradient kept for W (N·qw for 3·N·hl); the attention core still keeps the widened 3·N·hl.
 // First chunk: F saves the tokens (R int32); I adds the embedding's output gradient (R·h).
 // Last chunk: F saves the final LN (R·h + R), the output layer's input (R·h) and d(logits)
 // (R·vocab); W needs the input and d(logits). During I the activations rise above their level
@@ -65,8 +67,8 @@ struct CpuChunkShape {
   bool bias = true;   // model.bias: the linear layers' biases
   bool rms_norm = false;  // model.norm rmsnorm: each norm holds gamma only (the same saved tensors)
   bool rope = false;      // model.position rope: no position table (nothing saved: turned in place)
-  bool swiglu =
-      false;  // model.mlp swiglu: fc1 [h, 2·fl] gives SwiGLU's [gate | up] (fl = ffn / tp)
+  bool swiglu = false;    // model.mlp swiglu: fc1 [h, 2·fl], [gate | up] (fl = ffn / tp)
+  std::int64_t kv_heads = 0;  // model.kv_heads (0: heads): QKV [h, hl + 2·(kv/tp)·(h/heads)]
 };
 
 struct CpuChunkMemory {
@@ -97,7 +99,8 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c);
 inline constexpr float kExecutorDropout = 0.1f;
 
 // The decoder the executor runs on every backend (exec/model/): a GeLU or SwiGLU MLP (model.mlp;
-// the CUDA backend refuses SwiGLU), full multi-head attention, learned or rotary positions
+// the CUDA backend refuses SwiGLU), multi-head or grouped-query attention (model.kv_heads; the
+// CUDA backend refuses the latter), learned or rotary positions
 // (model.position), LayerNorm or RMSNorm (model.norm) and biases in the linear layers or not
 // (model.bias; the CUDA backend refuses rotary positions, RMSNorm and no biases), its output layer
 // tied to the embedding or not (model.tied_embeddings; the CUDA backend refuses tied), and hidden

@@ -60,6 +60,7 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
     attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim, attention_dropout);
   }
   if (model.rope) rotary_ = Rotary(d.batch, d.seq, d.heads_local, d.head_dim, cp.cfg);
+  kv_expand_ = KvExpand(d.heads_local, d.kv_heads_local, d.head_dim);
   row_begin_ = d.row_begin;
   use_swiglu_ = model.swiglu;
 }
@@ -122,6 +123,7 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   Tensor a = ln1_.Forward(x, &s->ln1);
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
+  if (kv_expand_.active()) a = kv_expand_.Forward(a);
   if (rotary_.active()) rotary_.Forward(a);
   if (keep_core) {
     a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring, core_key)
@@ -179,6 +181,7 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
   if (rotary_.active()) rotary_.Backward(a);
+  if (kv_expand_.active()) a = kv_expand_.Backward(a);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);
   Tensor dx = ln1_.BackwardInput(a, &s->ln1);

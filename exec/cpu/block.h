@@ -1,7 +1,8 @@
 // block.h — one pre-LayerNorm GPT transformer block, Megatron tensor/sequence parallel.
 //
 //   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads; dropout on
-//        its probabilities, layers.h AttentionDropout)
+//        its probabilities, layers.h AttentionDropout; model.kv_heads < heads: K and V widened
+//        to every query head first, layers.h KvExpand; model.position rope: Q and K turned)
 //        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
 //        ─► dropout ─► + x1 ═► y
@@ -74,7 +75,9 @@ Tensor GatherToTpRegion(Tensor local, const TpContext& tp);
 
 struct BlockParams {
   ParamRef ln1_g, ln1_b;
-  ParamRef qkv_w, qkv_b;    // column-parallel, [h, 3h/tp] as [Q | K | V] of this rank's heads
+  // column-parallel, [h, 3h/tp] as [Q | K | V] of this rank's heads ([h, (h + 2 kv d)/tp] under
+  // grouped-query attention: kv heads of width d for K and for V)
+  ParamRef qkv_w, qkv_b;
   ParamRef proj_w, proj_b;  // row-parallel [h/tp, h]; bias replicated
   ParamRef ln2_g, ln2_b;
   ParamRef fc1_w, fc1_b;  // column-parallel [h, ffn/tp] (SwiGLU: [h, 2·ffn/tp], gate | up)
@@ -126,6 +129,7 @@ class TransformerBlock {
   bool use_swiglu_ = false;
   Dropout dropout_;
   Rotary rotary_;  // model.position rope: Q and K turned after the QKV layer (inactive: learned)
+  KvExpand kv_expand_;  // model.kv_heads < heads: K and V widened to every query head
   int layer_ = 0;
   Index row_begin_ = 0;
   Recompute recompute_ = Recompute::kNone;

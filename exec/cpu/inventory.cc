@@ -41,7 +41,8 @@ ChunkInventory PredictChunkMemory(const ModelConfig& model, const ChunkSpec& spe
                                      .bias = model.bias,
                                      .rms_norm = model.rms_norm,
                                      .rope = model.rope,
-                                     .swiglu = model.swiglu});
+                                     .swiglu = model.swiglu,
+                                     .kv_heads = model.KvHeads()});
   ChunkInventory inv;
   inv.params = static_cast<std::size_t>(m.params);
   inv.param_bytes = static_cast<std::size_t>(m.param_bytes);

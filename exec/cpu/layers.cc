@@ -402,6 +402,46 @@ Tensor Swiglu::BackwardInput(const Tensor& dy, Saved* s) const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Grouped-query attention's K/V expansion
+
+Tensor KvExpand::Forward(const Tensor& qkv) const {
+  const Index d = head_dim_, q = heads_ * d, kv = kv_heads_ * d, group = heads_ / kv_heads_;
+  assert(qkv.cols() == q + 2 * kv);
+  Tensor out = NewOutputLike(qkv, qkv.rows(), 3 * q);
+  for (Index r = 0; r < qkv.rows(); ++r) {
+    const float* src = qkv.data() + r * qkv.cols();
+    float* dst = out.data() + r * 3 * q;
+    std::copy(src, src + q, dst);
+    for (Index part = 0; part < 2; ++part) {  // K, then V
+      const float* from = src + q + part * kv;
+      float* to = dst + q + part * q;
+      for (Index j = 0; j < heads_; ++j) std::copy_n(from + (j / group) * d, d, to + j * d);
+    }
+  }
+  return out;
+}
+
+Tensor KvExpand::Backward(const Tensor& dqkv) const {
+  const Index d = head_dim_, q = heads_ * d, kv = kv_heads_ * d, group = heads_ / kv_heads_;
+  assert(dqkv.cols() == 3 * q);
+  Tensor out = NewOutputLike(dqkv, dqkv.rows(), q + 2 * kv);
+  for (Index r = 0; r < dqkv.rows(); ++r) {
+    const float* src = dqkv.data() + r * 3 * q;
+    float* dst = out.data() + r * (q + 2 * kv);
+    std::copy(src, src + q, dst);
+    std::fill(dst + q, dst + q + 2 * kv, 0.0f);
+    for (Index part = 0; part < 2; ++part) {
+      const float* from = src + q + part * q;
+      float* to = dst + q + part * kv;
+      for (Index j = 0; j < heads_; ++j) {
+        for (Index i = 0; i < d; ++i) to[(j / group) * d + i] += from[j * d + i];
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Embedding
 
 Tensor Embedding::Forward(std::span<const std::int32_t> tokens, Saved* s, Accountant& acc) const {

@@ -201,6 +201,27 @@ class Swiglu {
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [n, f] → [n, 2f]
 };
 
+// Grouped-query attention (model.kv_heads below heads; Ainslie et al. 2023): the QKV layer's
+// output [N, (heads + 2 kv) d], this rank's Q heads then its K and V heads, widened to the
+// [N, 3 heads d] the attention cores take, query head j reading K/V head j / (heads / kv) (a
+// group's query heads are consecutive, as in Megatron-Core and Hugging Face's repeat_kv).
+// Backward sums each group's K and V gradients into its head. Nothing is saved; the cores (and
+// ring attention's exchanges) see the widened tensor.
+class KvExpand {
+ public:
+  KvExpand() = default;
+  KvExpand(Index heads, Index kv_heads, Index head_dim)
+      : heads_(heads), kv_heads_(kv_heads), head_dim_(head_dim) {}
+  bool active() const { return kv_heads_ > 0 && kv_heads_ != heads_; }
+  Tensor Forward(const Tensor& qkv) const;    // [n, (heads + 2 kv) d] → [n, 3 heads d]
+  Tensor Backward(const Tensor& dqkv) const;  // [n, 3 heads d] → [n, (heads + 2 kv) d]
+
+ private:
+  Index heads_ = 0;
+  Index kv_heads_ = 0;
+  Index head_dim_ = 0;
+};
+
 // Rotary position embedding (model.position: rope; Su et al. 2021), in place on the Q and K
 // heads of a qkv tensor [N, 3 · heads · d] laid out as CausalSelfAttention's, rows sequence-
 // major (row = t · batch + b, t a local position, global position CpGlobalPosition(t)): in each

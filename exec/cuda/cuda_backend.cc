@@ -516,10 +516,10 @@ std::int64_t CudaBackend<T>::BytesSent(CommGroup group) const {
 }  // namespace
 
 // What the CUDA backend runs: bf16 or fp32, recompute none | selective | full, unfused
-// attention, GeLU, LayerNorm, biases, no dropout, untied embeddings, TP collectives in series (no
-// overlap.tp_comm), no ZeRO;
-// the executor's decoder on every backend (its MLP, norm, positions and so on) is checked before a
-// backend is made (models::ExecutorModelMismatch, in exec/run.cc).
+// multi-head attention, GeLU, LayerNorm, biases, no dropout, untied embeddings, TP collectives in
+// series (no overlap.tp_comm), no ZeRO; the executor's decoder on every backend (its MLP, norm,
+// positions and so on) is checked before a backend is made (models::ExecutorModelMismatch, in
+// exec/run.cc).
 Status CheckCudaJob(const ResolvedJob& job) {
   const JobConfig& c = job.config;
   if (c.model.dropout) {
@@ -548,6 +548,11 @@ Status CheckCudaJob(const ResolvedJob& job) {
     return c.source.At("model.mlp",
                        "the CUDA backend's MLP is GeLU's (the CPU backend also runs SwiGLU): use "
                        "mlp: gelu with --backend cuda");
+  }
+  if (c.model.kv_heads != c.model.heads) {
+    return c.source.At("model.kv_heads",
+                       "the CUDA backend's attention is multi-head (the CPU backend also runs "
+                       "grouped-query attention): use kv_heads equal to heads with --backend cuda");
   }
   if (!c.model.bias) {
     return c.source.At("model.bias",

@@ -26,6 +26,10 @@ std::optional<std::string> Validate(const ModelConfig& m, const ChunkSpec& c, co
   }
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size) return "parallel.tp: rank out of range";
   if (m.heads % tp.size != 0) return "model.heads must be a multiple of parallel.tp";
+  if (m.kv_heads < 0 || m.heads % m.KvHeads() != 0) {
+    return "model.kv_heads must divide model.heads";
+  }
+  if (m.KvHeads() % tp.size != 0) return "model.kv_heads must be a multiple of parallel.tp";
   if (m.ffn_hidden % tp.size != 0) return "model.ffn_hidden must be a multiple of parallel.tp";
   if (cp.size < 1 || cp.rank < 0 || cp.rank >= cp.size) return "parallel.cp: rank out of range";
   if (cp.size > 1 && m.seq_len % (2 * cp.size) != 0) {
@@ -62,6 +66,7 @@ LocalDims MakeLocalDims(const ModelConfig& m, const TpConfig& tp, const CpConfig
   d.hidden = m.hidden;
   d.hidden_local = m.hidden / t;
   d.heads_local = m.heads / t;
+  d.kv_heads_local = m.KvHeads() / t;
   d.head_dim = m.hidden / m.heads;
   d.ffn_local = m.ffn_hidden / t;
   d.vocab = m.vocab;

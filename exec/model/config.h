@@ -55,6 +55,10 @@ struct ModelConfig {
   // --swiglu): fc1 [h, 2f] gives [gate | up], SiLU(gate) ⊙ up → fc2 [f, h]. Under TP each rank
   // holds its slice of the gate columns and of the up columns (two column groups).
   bool swiglu = false;
+  // model.kv_heads: the heads of K and V (grouped-query attention, Ainslie et al. 2023): each
+  // group of heads / kv_heads query heads shares one. 0: heads (multi-head attention).
+  int kv_heads = 0;
+  int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 // Activation recomputation of the transformer blocks (Korthikanti et al. 2022), the job's
@@ -118,18 +122,19 @@ std::optional<std::string> Validate(const ModelConfig& model, const ChunkSpec& c
 
 // Per-rank sizes derived from the configuration (all in elements).
 struct LocalDims {
-  std::int64_t batch = 0;         // micro_batch
-  std::int64_t seq = 0;           // seq_len (the whole sequence)
-  std::int64_t tokens = 0;        // micro_batch * seq_len (the whole microbatch)
-  std::int64_t seq_local = 0;     // positions this CP rank holds: seq_len / cp
-  std::int64_t tokens_local = 0;  // N = micro_batch * seq_local (rows inside the TP region)
-  std::int64_t rows = 0;          // rows this rank holds outside the TP region (N or N / tp)
-  std::int64_t row_begin = 0;     // first of those rows, among the N
-  std::int64_t hidden = 0;        // h
-  std::int64_t hidden_local = 0;  // h / tp (width of this rank's heads)
-  std::int64_t heads_local = 0;   // heads / tp
-  std::int64_t head_dim = 0;      // h / heads
-  std::int64_t ffn_local = 0;     // ffn_hidden / tp
+  std::int64_t batch = 0;           // micro_batch
+  std::int64_t seq = 0;             // seq_len (the whole sequence)
+  std::int64_t tokens = 0;          // micro_batch * seq_len (the whole microbatch)
+  std::int64_t seq_local = 0;       // positions this CP rank holds: seq_len / cp
+  std::int64_t tokens_local = 0;    // N = micro_batch * seq_local (rows inside the TP region)
+  std::int64_t rows = 0;            // rows this rank holds outside the TP region (N or N / tp)
+  std::int64_t row_begin = 0;       // first of those rows, among the N
+  std::int64_t hidden = 0;          // h
+  std::int64_t hidden_local = 0;    // h / tp (width of this rank's heads)
+  std::int64_t heads_local = 0;     // heads / tp
+  std::int64_t kv_heads_local = 0;  // kv_heads / tp (heads_local without grouped-query attention)
+  std::int64_t head_dim = 0;        // h / heads
+  std::int64_t ffn_local = 0;       // ffn_hidden / tp
   std::int64_t vocab = 0;
 };
 LocalDims MakeLocalDims(const ModelConfig& model, const TpConfig& tp, const CpConfig& cp = {});

@@ -23,14 +23,14 @@ const ParamInfo& ParamLayout::Find(const std::string& name) const {
 }
 
 void ParamLayoutBuilder::Add(std::string name, Index full_rows, Index full_cols, ShardKind shard,
-                             InitKind init, Index col_groups) {
+                             InitKind init, std::vector<Index> col_groups) {
   ParamInfo p;
   p.name = std::move(name);
   p.full_rows = full_rows;
   p.full_cols = full_cols;
   p.shard = shard;
   p.init = init;
-  p.col_groups = col_groups;
+  p.col_groups = std::move(col_groups);
   p.rows = full_rows;
   p.cols = full_cols;
   const Index t = tp_.size;
@@ -74,11 +74,15 @@ Index FullIndex(const ParamInfo& p, const TpConfig& tp, Index r, Index c) {
     case ShardKind::kRows:
       return (tp.rank * p.rows + r) * p.full_cols + c;
     case ShardKind::kColumns: {
-      const Index group_width = p.full_cols / p.col_groups;  // e.g. h for QKV
-      const Index piece = group_width / tp.size;             // this rank's part of one group
-      const Index group = c / piece;
-      const Index within = c % piece;
-      return r * p.full_cols + group * group_width + tp.rank * piece + within;
+      if (p.col_groups.empty()) return r * p.full_cols + tp.rank * p.cols + c;
+      Index full_begin = 0;  // the group's first column in the full tensor
+      for (const Index width : p.col_groups) {
+        const Index piece = width / tp.size;  // this rank's part of the group
+        if (c < piece) return r * p.full_cols + full_begin + tp.rank * piece + c;
+        c -= piece;
+        full_begin += width;
+      }
+      return -1;  // past the shard's columns: not reached
     }
   }
   return 0;
@@ -198,25 +202,31 @@ ParamLayout ChunkParamLayout(const ModelConfig& model, const ChunkSpec& spec, co
   }
   // A bias of a linear layer (model.bias) and a norm's beta (LayerNorm only) are left out of the
   // layout where the model has none: Chunk finds no such parameter and runs without it.
-  const auto bias = [&](std::string name, Index cols, ShardKind shard, Index col_groups = 1) {
-    if (model.bias) b.Add(std::move(name), 1, cols, shard, InitKind::kZeros, col_groups);
+  const auto bias = [&](std::string name, Index cols, ShardKind shard,
+                        std::vector<Index> col_groups = {}) {
+    if (model.bias) b.Add(std::move(name), 1, cols, shard, InitKind::kZeros, std::move(col_groups));
   };
   const auto norm = [&](const std::string& gamma, const std::string& beta) {
     b.Add(gamma, 1, h, ShardKind::kReplicated, InitKind::kOnes);
     if (!model.rms_norm) b.Add(beta, 1, h, ShardKind::kReplicated, InitKind::kZeros);
   };
+  // QKV's columns: Q | K | V, K and V of kv_heads heads each (fewer than Q's under grouped-query
+  // attention); SwiGLU's fc1: gate | up. Each group is split over TP on its own.
+  const Index kv = Index{model.KvHeads()} * d.head_dim;
+  const std::vector<Index> qkv_groups = {h, kv, kv};
+  const Index qkv = h + 2 * kv;
+  const std::vector<Index> fc1_groups =
+      model.swiglu ? std::vector<Index>{f, f} : std::vector<Index>{};
+  const Index fc1 = model.swiglu ? 2 * f : f;
   for (int l = spec.first_layer; l < spec.first_layer + spec.num_layers; ++l) {
     norm(BlockParamName(l, "ln1_g"), BlockParamName(l, "ln1_b"));
-    b.Add(BlockParamName(l, "qkv_w"), h, 3 * h, ShardKind::kColumns, InitKind::kNormal, 3);
-    bias(BlockParamName(l, "qkv_b"), 3 * h, ShardKind::kColumns, 3);
+    b.Add(BlockParamName(l, "qkv_w"), h, qkv, ShardKind::kColumns, InitKind::kNormal, qkv_groups);
+    bias(BlockParamName(l, "qkv_b"), qkv, ShardKind::kColumns, qkv_groups);
     b.Add(BlockParamName(l, "proj_w"), h, h, ShardKind::kRows, InitKind::kNormal);
     bias(BlockParamName(l, "proj_b"), h, ShardKind::kReplicated);
     norm(BlockParamName(l, "ln2_g"), BlockParamName(l, "ln2_b"));
-    // SwiGLU's fc1 is [gate | up], two column groups each split over TP.
-    const Index fc1_groups = model.swiglu ? 2 : 1;
-    b.Add(BlockParamName(l, "fc1_w"), h, fc1_groups * f, ShardKind::kColumns, InitKind::kNormal,
-          fc1_groups);
-    bias(BlockParamName(l, "fc1_b"), fc1_groups * f, ShardKind::kColumns, fc1_groups);
+    b.Add(BlockParamName(l, "fc1_w"), h, fc1, ShardKind::kColumns, InitKind::kNormal, fc1_groups);
+    bias(BlockParamName(l, "fc1_b"), fc1, ShardKind::kColumns, fc1_groups);
     b.Add(BlockParamName(l, "fc2_w"), f, h, ShardKind::kRows, InitKind::kNormal);
     bias(BlockParamName(l, "fc2_b"), h, ShardKind::kReplicated);
   }

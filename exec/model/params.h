@@ -27,7 +27,7 @@ namespace pipetwin::gpt {
 
 enum class ShardKind : std::uint8_t {
   kReplicated,  // every TP rank holds the whole tensor
-  kColumns,     // columns split: each of `col_groups` column groups is cut into tp pieces
+  kColumns,     // columns split: each column group (ParamInfo::col_groups) is cut into tp pieces
   kRows,        // rows split into tp pieces
 };
 
@@ -38,7 +38,10 @@ struct ParamInfo {
   Index full_rows = 0;
   Index full_cols = 0;
   ShardKind shard = ShardKind::kReplicated;
-  Index col_groups = 1;  // kColumns: QKV has 3 groups (Q | K | V), each split over TP
+  // kColumns: the full widths of the column groups, each split over TP, this rank's pieces side
+  // by side (QKV: Q | K | V, K and V narrower under grouped-query attention; SwiGLU's fc1: gate |
+  // up). Empty: one group, all the columns.
+  std::vector<Index> col_groups;
   InitKind init = InitKind::kNormal;
   Index rows = 0;  // this rank's shard
   Index cols = 0;
@@ -62,7 +65,7 @@ class ParamLayoutBuilder {
  public:
   explicit ParamLayoutBuilder(const TpConfig& tp) : tp_(tp) {}
   void Add(std::string name, Index full_rows, Index full_cols, ShardKind shard, InitKind init,
-           Index col_groups = 1);
+           std::vector<Index> col_groups = {});
   ParamLayout Build() &&;
 
  private:

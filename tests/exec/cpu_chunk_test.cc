@@ -189,8 +189,9 @@ RunResult RunChunk(Chunk& c, const std::vector<Batch>& batches,
 }
 
 // (sp, 0: whole model or 1: middle chunk, 0: plain, 1: dropout, 2: Llama's blocks (RMSNorm, no
-// biases, rotary positions, SwiGLU) or 3: SwiGLU with biases (fc1's two column groups, weight
-// and bias, each split over TP))
+// biases, rotary positions, SwiGLU, 2 K/V heads for 4) or 3: SwiGLU and grouped-query attention
+// with biases (fc1's two column groups and QKV's three unequal ones, weight and bias, each split
+// over TP))
 class CpuTensorParallel : public ::testing::TestWithParam<std::tuple<bool, int, int>> {};
 
 TEST_P(CpuTensorParallel, EqualsUnsharded) {
@@ -203,8 +204,12 @@ TEST_P(CpuTensorParallel, EqualsUnsharded) {
     m.bias = false;
     m.rope = true;
     m.swiglu = true;
+    m.kv_heads = 2;
   }
-  if (std::get<2>(GetParam()) == 3) m.swiglu = true;
+  if (std::get<2>(GetParam()) == 3) {
+    m.swiglu = true;
+    m.kv_heads = 2;
+  }
   const ChunkSpec spec =
       which == 0 ? ChunkSpec{.first_layer = 0, .num_layers = 4}
                  : ChunkSpec{.first_layer = 1, .num_layers = 2, .first = false, .last = false};
@@ -303,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(TpSp, CpuTensorParallel,
                                   (std::get<1>(test_info.param) == 0 ? "_whole" : "_middle") +
                                   (variant == 1   ? "_dropout"
                                    : variant == 2 ? "_llama"
-                                   : variant == 3 ? "_swiglu"
+                                   : variant == 3 ? "_swiglu_gqa"
                                                   : "");
                          });
 
@@ -414,8 +419,9 @@ TEST(CpuChunk, AccountantMatchesInventory) {
         m.bias = !llama;     // same activations
         m.rope = llama;
         m.swiglu = llama;  // and SwiGLU: fc1 and its saved output twice as wide
+        m.kv_heads = llama ? 2 : 0;
         SCOPED_TRACE(std::string(tied ? "tied" : "untied") +
-                     (llama ? ", rmsnorm, no bias, rope, swiglu" : ""));
+                     (llama ? ", rmsnorm, no bias, rope, swiglu, gqa" : ""));
         Accountant acc;
         Chunk c(m, spec, TpConfig{}, acc);
         const ChunkInventory inv = PredictChunkMemory(m, spec, TpConfig{});
@@ -431,6 +437,7 @@ TEST(CpuChunk, AccountantMatchesInventory) {
   m.bias = true;
   m.rope = false;
   m.swiglu = false;
+  m.kv_heads = 0;
   // Tied, the one-stage model holds vocab x hidden floats fewer; a last stage as many.
   m.tied_embeddings = true;
   const ChunkSpec whole{.first_layer = 0, .num_layers = 4};
@@ -464,6 +471,23 @@ TEST(CpuChunk, AccountantMatchesInventory) {
             TpConfig{}, acc);
     CheckMemory(c, acc, swiglu);
   }
+  // Grouped-query attention, 2 K/V heads of width 4 for the 4 query heads: QKV's output is
+  // h + 2 · 2 · 4 = 32 wide, not 48, so W keeps N · 16 floats fewer (its output gradient) and
+  // QKV holds h · 16 weights and 16 biases fewer; F saves the same (the core keeps the widened
+  // qkv).
+  m.swiglu = false;
+  m.kv_heads = 2;
+  const ChunkInventory gqa = PredictChunkMemory(
+      m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false}, TpConfig{});
+  EXPECT_EQ(gqa.activations_full, one.activations_full);
+  EXPECT_EQ(one.activations_pending_w - gqa.activations_pending_w, 4u * 16 * 16);
+  EXPECT_EQ(one.params - gqa.params, 16u * 16 + 16);
+  {
+    Accountant acc;
+    Chunk c(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
+            TpConfig{}, acc);
+    CheckMemory(c, acc, gqa);
+  }
 }
 
 TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
@@ -474,6 +498,7 @@ TEST(CpuChunk, AccountantMatchesInventoryUnderTp) {
       m.bias = !llama;
       m.rope = llama;
       m.swiglu = llama;
+      m.kv_heads = llama ? 2 : 0;
       for (const ChunkSpec spec :
            {ChunkSpec{.first_layer = 0, .num_layers = 2, .first = true, .last = false},
             ChunkSpec{.first_layer = 2, .num_layers = 2, .first = false, .last = true}}) {

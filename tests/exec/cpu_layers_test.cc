@@ -380,6 +380,34 @@ TEST(CpuLayers, SwigluGradients) {
   EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective, 1e-3f), 1e-2);
 }
 
+// Grouped-query attention's widening by hand (4 query heads, 2 K/V heads of width 2): query
+// heads 0, 1 read K/V head 0, heads 2, 3 head 1; backward sums each pair; and the two are
+// adjoint: <E x, y> = <x, Eᵀ y> for random x and y.
+TEST(CpuLayers, KvExpandSharesHeadsByGroup) {
+  Accountant acc;
+  const KvExpand expand(4, 2, 2);
+  ASSERT_TRUE(expand.active());
+  EXPECT_FALSE(KvExpand(4, 4, 2).active());
+  // Q: 8 columns 0..7; K heads (10, 11), (12, 13); V heads (20, 21), (22, 23).
+  std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 20, 21, 22, 23};
+  const Tensor wide = expand.Forward(FromVector(acc, x, 1, 16));
+  const std::vector<float> want = {0,  1,  2,  3,  4,  5,  6,  7,  10, 11, 10, 11,
+                                   12, 13, 12, 13, 20, 21, 20, 21, 22, 23, 22, 23};
+  ASSERT_EQ(wide.cols(), 24);
+  EXPECT_EQ(std::vector<float>(wide.data(), wide.data() + 24), want);
+  std::vector<float> dy(24);
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i);
+  const Tensor dx = expand.Backward(FromVector(acc, dy, 1, 24));
+  const std::vector<float> want_dx = {
+      0, 1, 2, 3, 4, 5, 6, 7, 8 + 10, 9 + 11, 12 + 14, 13 + 15, 16 + 18, 17 + 19, 20 + 22, 21 + 23};
+  EXPECT_EQ(std::vector<float>(dx.data(), dx.data() + 16), want_dx);
+  const Index n = 3;
+  const std::vector<float> a = RandomVector(n * 16, 45), b = RandomVector(n * 24, 46);
+  const double ea_b = Dot(expand.Forward(FromVector(acc, a, n, 16)).span(), b);
+  const double a_etb = Dot(a, expand.Backward(FromVector(acc, b, n, 24)).span());
+  EXPECT_NEAR(ea_b, a_etb, 1e-5 * std::abs(ea_b) + 1e-6);
+}
+
 TEST(CpuLayers, EmbeddingGradients) {
   Accountant acc;
   const Index batch = 2, seq = 3, vocab = 5, h = 4;
@@ -431,13 +459,14 @@ TEST(CpuLayers, SoftmaxCrossEntropyGradients) {
 // its input and to every parameter of its blocks (all randomised, LayerNorms and biases too).
 // With dropout on, the masks depend only on (step, microbatch), so the same microbatch id gives
 // the same function and the check still applies. Also as Llama's blocks are built: RMSNorm, no
-// biases in the linear layers, rotary positions, SwiGLU.
+// biases in the linear layers, rotary positions, SwiGLU, grouped-query attention.
 struct BlockVariant {
   float dropout = 0.0f;
   bool rms_norm = false;
   bool bias = true;
   bool rope = false;
   bool swiglu = false;
+  int kv_heads = 0;  // of 2 heads
 };
 class CpuBlockGradients : public ::testing::TestWithParam<BlockVariant> {};
 
@@ -454,7 +483,8 @@ ModelConfig ThreeLayers(BlockVariant v) {
                      .bias = v.bias,
                      .rms_norm = v.rms_norm,
                      .rope = v.rope,
-                     .swiglu = v.swiglu};
+                     .swiglu = v.swiglu,
+                     .kv_heads = v.kv_heads};
 }
 constexpr ChunkSpec kMiddleLayer{.first_layer = 1, .num_layers = 1, .first = false, .last = false};
 
@@ -486,12 +516,16 @@ TEST_P(CpuBlockGradients, MatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, CpuBlockGradients,
-    ::testing::Values(BlockVariant{}, BlockVariant{.dropout = 0.3f},
-                      BlockVariant{.rms_norm = true, .bias = false},
-                      BlockVariant{.dropout = 0.3f, .rms_norm = true}, BlockVariant{.rope = true},
-                      BlockVariant{.rms_norm = true, .bias = false, .rope = true},
-                      BlockVariant{.swiglu = true}, BlockVariant{.dropout = 0.3f, .swiglu = true},
-                      BlockVariant{.rms_norm = true, .bias = false, .rope = true, .swiglu = true}));
+    ::testing::Values(
+        BlockVariant{}, BlockVariant{.dropout = 0.3f},
+        BlockVariant{.rms_norm = true, .bias = false},
+        BlockVariant{.dropout = 0.3f, .rms_norm = true}, BlockVariant{.rope = true},
+        BlockVariant{.rms_norm = true, .bias = false, .rope = true}, BlockVariant{.swiglu = true},
+        BlockVariant{.dropout = 0.3f, .swiglu = true},
+        BlockVariant{.rms_norm = true, .bias = false, .rope = true, .swiglu = true},
+        BlockVariant{.kv_heads = 1}, BlockVariant{.dropout = 0.3f, .kv_heads = 1},
+        BlockVariant{
+            .rms_norm = true, .bias = false, .rope = true, .swiglu = true, .kv_heads = 1}));
 
 // The masks follow ForwardArgs::sample (the microbatch's index among the step's dp ×
 // microbatches) where given, not the rank's microbatch id: data-parallel rank 1's microbatch 0
@@ -556,7 +590,8 @@ TEST_P(CpuWholeModel, LossGradients) {
                 .bias = !llama_style,
                 .rms_norm = llama_style,
                 .rope = llama_style,
-                .swiglu = llama_style};
+                .swiglu = llama_style,
+                .kv_heads = llama_style ? 1 : 0};
   Chunk chunk(m, ChunkSpec{.first_layer = 0, .num_layers = 2}, TpConfig{}, acc);
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 8, 7, 0, 6};
   const std::vector<std::int32_t> labels = {2, 3, 4, 5, 7, 0, 6, 1};
@@ -580,7 +615,7 @@ TEST_P(CpuWholeModel, LossGradients) {
   }
   // The layout holds exactly the model's parameters: 2 norms a layer and the final one, with
   // a beta each under LayerNorm only; four linear biases a layer or none; fc1 [h, f] or, SwiGLU,
-  // [h, 2f].
+  // [h, 2f]; QKV [h, 3h] or, one K/V head of the two, [h, h + 2 h / 2].
   const auto has = [&](const char* name) { return chunk.layout().TryFind(name) != nullptr; };
   EXPECT_EQ(has("block0.ln1_b"), !llama_style);
   EXPECT_EQ(has("head.ln_b"), !llama_style);
@@ -590,9 +625,10 @@ TEST_P(CpuWholeModel, LossGradients) {
   const std::size_t norms = (2 * layers + 1) * (llama_style ? h : 2 * h);
   const std::size_t biases = llama_style ? 0 : layers * (3 * h + h + f + h);
   EXPECT_EQ(has("embed.pos"), !llama_style);
-  EXPECT_EQ(chunk.layout().total, v * h + (llama_style ? 0 : s * h) +
-                                      layers * (3 * h * h + h * h + (llama_style ? 3 : 2) * h * f) +
-                                      norms + biases + h * v);
+  EXPECT_EQ(chunk.layout().total,
+            v * h + (llama_style ? 0 : s * h) +
+                layers * ((llama_style ? 2 : 3) * h * h + h * h + (llama_style ? 3 : 2) * h * f) +
+                norms + biases + h * v);
 }
 
 INSTANTIATE_TEST_SUITE_P(NormsAndBiases, CpuWholeModel, ::testing::Bool());

@@ -7,8 +7,8 @@
 # overlap.param_gather and overlap.tp_dgrad_reduce: true; training.master_weights: remainders (Apex's, simulated on GPU
 # devices only) by `run` and by `simulate` on the cpu device. cp 2 with recompute full or
 # selective is not refused: it simulates, and runs (recompute_test.sh checks it). A model
-# other than the executor's decoder (GeLU, LayerNorm, learned positions, full multi-head
-# attention, biases) by `run` and by `simulate` on the cpu device; dropout and tied embeddings,
+# the executor's decoder cannot be (rotary positions over an odd head dimension) by `run` and
+# by `simulate` on the cpu device; Llama's blocks, dropout and tied embeddings,
 # which the CPU backend runs, are not refused, except tied embeddings over a pipeline with
 # ZeRO-1 or parameter servers, and on the sleep backend.
 set -u
@@ -81,16 +81,15 @@ variant remainders "s/^training: {/training: {master_weights: remainders, /" "ma
 refused 2 "master_weights remainders" training.master_weights simulate
 # The executor's decoder (models::ExecutorModelMismatch): a model with any other architecture
 # is refused by `run` on every backend and by `simulate` on the cpu device (its machine), each
-# naming the first key that differs. The tiny preset is that decoder.
-for spec in "kv_heads: 2|model.kv_heads"; do
-  keys=${spec%%|*}
-  variant "model-${keys%%:*}" "s/^model: {/model: {$keys, /" "$keys"
-  refused 2 "$keys" "${spec##*|}" simulate
-done
-# RMSNorm, linear layers without biases, rotary positions and SwiGLU are the executor's too
-# (exec_reference_*-llama-style runs them): simulate on the cpu device prices them.
-variant llama-style "s/^model: {/model: {norm: rmsnorm, bias: false, position: rope, mlp: swiglu, /" "mlp: swiglu"
-answers "cp 2 with RMSNorm, no biases, rotary positions and SwiGLU"
+# naming the first key that differs. The tiny preset is that decoder; rotary positions need an
+# even head dimension (64 / 4 = 16 is; 60 / 4 = 15 is not).
+variant model-rope-odd "s/^model: {/model: {position: rope, hidden: 60, /" "hidden: 60"
+refused 2 "rotary positions, head dimension 15" model.position simulate
+# RMSNorm, linear layers without biases, rotary positions, SwiGLU and grouped-query attention
+# are the executor's too (exec_reference_*-llama-style runs them): simulate on the cpu device
+# prices them.
+variant llama-style "s/^model: {/model: {norm: rmsnorm, bias: false, position: rope, mlp: swiglu, kv_heads: 2, /" "kv_heads: 2"
+answers "cp 2 with RMSNorm, no biases, rotary positions, SwiGLU and grouped-query attention"
 # Tied embeddings are the executor's (exec_reference_*-tied runs them); over a pipeline the
 # two copies' gradients are summed after the data-parallel reduction (under ZeRO-1 slice by
 # slice: exec_reference_*-zero1-tied), which parameter servers step before: refused by run and

@@ -88,7 +88,9 @@ struct CpuChunkMemory {
   // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again). With
   // cp_a2a = A > 1: (A − 1)/A of N·4·hl floats in F (Q K V out, the output back) and again in
   // I (dOut in, dQ dK dV back), recompute adding F's again; the ring, over cp / A ranks, passes
-  // (cp / A − 1) blocks where it passed cp − 1. The saved bytes are the same.
+  // (cp / A − 1) blocks where it passed cp − 1. The saved bytes are the same. Under grouped-
+  // query attention the cores get K and V widened to every query head, so these bytes are those
+  // of multi-head attention (heads / kv_heads times a group-aware ring's K/V blocks).
   std::int64_t cp_bytes_per_microbatch = 0;
 };
 

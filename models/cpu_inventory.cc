@@ -20,10 +20,6 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t fl = c.ffn_hidden / c.tp;
   // fc1's output, the activation's input: SwiGLU's [gate | up] is twice the MLP's width.
   const std::int64_t f1 = c.swiglu ? 2 * fl : fl;
-  // The QKV layer's output: Q of this rank's heads, K and V of its kv heads (grouped-query
-  // attention: fewer, widened to every query head before the attention core, which keeps 3·hl).
-  const std::int64_t kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
-  const std::int64_t qw = hl + 2 * (kv_heads / c.tp) * (h / c.heads);
   const std::int64_t v = c.vocab;
   // What the attention core saves beside qkv: the blocked (flash-style) attention's output and
   // log-sum-exp per row and head (cp > 1, or recompute none or full), or the probabilities
@@ -33,6 +29,15 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t probs = blocked ? n * hl + n * (c.heads / c.tp)
                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
   const std::int64_t layers = c.layers;
+  // The QKV layer's output: Q of this rank's heads, K and V of its kv heads (grouped-query
+  // attention: fewer). Ring attention (cp 1 blocked, the ring, the all-gather) keeps it as it
+  // is and passes K/V blocks of the kv heads; Ulysses' all-to-all and the unblocked core get K
+  // and V widened to every query head, 3·hl, and keep that.
+  const std::int64_t kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
+  const std::int64_t kvw = (kv_heads / c.tp) * (h / c.heads);
+  const std::int64_t qw = hl + 2 * kvw;
+  const bool grouped_core = blocked && c.cp_a2a == 1;
+  const std::int64_t core_qkv = grouped_core ? n * qw : 3 * n * hl;
 
   // Tied embeddings: a chunk that is first and last uses the embedding as its output layer; a
   // last chunk alone keeps a copy of it, as many elements as an untied output layer.
@@ -51,7 +56,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   std::int64_t full = 0;
   std::int64_t pending = 0;
   const std::int64_t block_full =
-      (r * h + r) + n * h + (3 * n * hl + probs) + n * hl + (r * h + r) + n * h + n * f1 + n * fl;
+      (r * h + r) + n * h + (core_qkv + probs) + n * hl + (r * h + r) + n * h + n * f1 + n * fl;
   const std::int64_t block_pending =
       (n * h + n * qw) + (n * hl + n * h) + (n * h + n * f1) + (n * fl + n * h);
   const bool selective = c.recompute == Recompute::kSelective;
@@ -80,7 +85,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
     if (recompute_full) events.insert(events.end(), {+block_full, -r * h});
     events.insert(events.end(), {+n * h, -n * f1, +n * f1, -(r * h + r), +n * h});
     if (selective) events.push_back(+probs);  // the attention core's forward again
-    events.insert(events.end(), {-(3 * n * hl + probs), +n * qw, -(r * h + r)});
+    events.insert(events.end(), {-(core_qkv + probs), +n * qw, -(r * h + r)});
   }
   if (c.first) events.push_back(+r * h);
   std::int64_t level = 0;
@@ -116,7 +121,7 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   const std::int64_t passes = c.recompute != Recompute::kNone ? 1 : 0;
   const std::int64_t a = c.cp_a2a, rings = c.cp / c.cp_a2a;
   m.cp_bytes_per_microbatch = layers * (2 + passes) * (a - 1) * n * 4 * hl / a * kF +
-                              layers * (3 + passes) * (rings - 1) * n * 2 * hl * kF;
+                              layers * (3 + passes) * (rings - 1) * n * 2 * (a > 1 ? hl : kvw) * kF;
   m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;

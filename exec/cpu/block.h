@@ -1,8 +1,9 @@
 // block.h — one pre-LayerNorm GPT transformer block, Megatron tensor/sequence parallel.
 //
 //   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads; dropout on
-//        its probabilities, layers.h AttentionDropout; model.kv_heads < heads: K and V widened
-//        to every query head first, layers.h KvExpand; model.position rope: Q and K turned)
+//        its probabilities, layers.h AttentionDropout; model.position rope: Q and K turned;
+//        model.kv_heads < heads: ring attention reads each K/V head for its query heads, the
+//        other cores get K and V widened to every query head first, layers.h KvExpand)
 //        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
 //        ─► dropout ─► + x1 ═► y
@@ -129,7 +130,7 @@ class TransformerBlock {
   bool use_swiglu_ = false;
   Dropout dropout_;
   Rotary rotary_;  // model.position rope: Q and K turned after the QKV layer (inactive: learned)
-  KvExpand kv_expand_;  // model.kv_heads < heads: K and V widened to every query head
+  KvExpand kv_expand_;  // model.kv_heads < heads, a core without groups: K and V widened
   int layer_ = 0;
   Index row_begin_ = 0;
   Recompute recompute_ = Recompute::kNone;

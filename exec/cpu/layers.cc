@@ -489,7 +489,7 @@ void Embedding::BackwardWeight(Saved* s) const {
 
 void Rotary::Turn(Tensor& t, double sign) const {
   const Index d = head_dim_, half = d / 2;
-  assert(d % 2 == 0 && t.cols() == 3 * heads_ * d && t.rows() % batch_ == 0);
+  assert(d % 2 == 0 && t.cols() == (heads_ + 2 * kv_heads_) * d && t.rows() % batch_ == 0);
   std::vector<float> cos(static_cast<std::size_t>(half)), sin(cos.size());
   for (Index t_local = 0; t_local < t.rows() / batch_; ++t_local) {
     const auto pos = static_cast<double>(CpGlobalPosition(cp_, seq_, t_local));
@@ -501,7 +501,7 @@ void Rotary::Turn(Tensor& t, double sign) const {
     }
     for (Index b = 0; b < batch_; ++b) {
       float* row = t.data() + (t_local * batch_ + b) * t.cols();
-      for (Index head = 0; head < 2 * heads_; ++head) {  // Q's heads, then K's
+      for (Index head = 0; head < heads_ + kv_heads_; ++head) {  // Q's heads, then K's
         float* x = row + head * d;
         for (Index i = 0; i < half; ++i) {
           const float x1 = x[i], x2 = x[i + half];

@@ -232,8 +232,15 @@ class KvExpand {
 class Rotary {
  public:
   Rotary() = default;
-  Rotary(Index batch, Index seq_total, Index heads, Index head_dim, CpConfig cp = {})
-      : batch_(batch), seq_(seq_total), heads_(heads), head_dim_(head_dim), cp_(cp) {}
+  // kv_heads: K's heads (grouped-query attention: the tensor is [N, (heads + 2 kv) d]); 0: heads.
+  Rotary(Index batch, Index seq_total, Index heads, Index head_dim, CpConfig cp = {},
+         Index kv_heads = 0)
+      : batch_(batch),
+        seq_(seq_total),
+        heads_(heads),
+        kv_heads_(kv_heads > 0 ? kv_heads : heads),
+        head_dim_(head_dim),
+        cp_(cp) {}
   bool active() const { return head_dim_ > 0; }
   void Forward(Tensor& qkv) const { Turn(qkv, 1.0); }
   void Backward(Tensor& dqkv) const { Turn(dqkv, -1.0); }
@@ -243,6 +250,7 @@ class Rotary {
   Index batch_ = 0;
   Index seq_ = 0;
   Index heads_ = 0;
+  Index kv_heads_ = 0;
   Index head_dim_ = 0;
   CpConfig cp_;
 };

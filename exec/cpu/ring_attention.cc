@@ -23,11 +23,11 @@ Tensor NewLike(const Tensor& like, Index rows, Index cols) {
   return Tensor(*like.accountant(), MemCategory::kWorkspace, rows, cols);
 }
 
-// The K and V columns of qkv [N, 3 hl] packed into one contiguous [N, 2 hl] block (the
-// message a rank sends), and back.
-Tensor PackKv(const Tensor& qkv, Index hl) {
-  Tensor kv = NewLike(qkv, qkv.rows(), 2 * hl);
-  kv.mat() = qkv.mat().rightCols(2 * hl);
+// The K and V columns of qkv [N, hl + 2 w] (w = hl, or kv d under grouped-query attention)
+// packed into one contiguous [N, 2 w] block (the message a rank sends).
+Tensor PackKv(const Tensor& qkv, Index w) {
+  Tensor kv = NewLike(qkv, qkv.rows(), 2 * w);
+  kv.mat() = qkv.mat().rightCols(2 * w);
   return kv;
 }
 
@@ -58,7 +58,7 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
   const Index hl = heads_ * head_dim_;
   const Index c = seq_ / 2;  // positions per chunk
   const Index bs = std::min(c, kBlock);
-  const Index ld_q = batch_ * 3 * hl;
+  const Index ld_q = batch_ * qkv_width();
   const Index ld_kv = batch_ * kv_row;
   const Index ld_o = batch_ * hl;
   const Index ld_s = batch_ * heads_;  // m, l: [N, heads]
@@ -78,7 +78,7 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
           for (Index qi = 0; qi < c; qi += bs) {
             const Index qn = std::min(bs, c - qi);
             const Index qrow = (qh * c + qi) * batch_ + b;
-            const float* q = qkv.data() + qrow * 3 * hl + hd * head_dim_;
+            const float* q = qkv.data() + qrow * qkv_width() + hd * head_dim_;
             float* o = acc.data() + qrow * hl + hd * head_dim_;
             float* mr = m.data() + qrow * heads_ + hd;
             float* lr = l.data() + qrow * heads_ + hd;
@@ -86,8 +86,8 @@ void RingAttention::ForwardBlock(const Tensor& qkv, const float* kv, Index kv_ro
             for (Index ki = 0; ki < c && (!masked || ki <= qi); ki += bs) {
               const Index kn = std::min(bs, c - ki);
               const bool triangle = masked && ki == qi;
-              const float* k = kv + ((kh * c + ki) * batch_ + b) * kv_row + hd * head_dim_;
-              const float* v = k + hl;
+              const float* k = kv + ((kh * c + ki) * batch_ + b) * kv_row + KvHead(hd) * head_dim_;
+              const float* v = k + kv_width();
               Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f,
                    sc.data(), bs);
               for (Index i = 0; i < qn; ++i) {
@@ -263,9 +263,11 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) c
   const Index n = batch_ * seq_;
   const int cp = cp_.cfg.size;
   const int me = cp_.cfg.rank;
-  assert(qkv.rows() == n && qkv.cols() == 3 * hl);
+  const Index w = kv_width();
+  assert(qkv.rows() == n && qkv.cols() == qkv_width());
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
+    assert(kv_heads_ == heads_);
     Levels levels = MakeLevels();
     Tensor heads = SeqToHeads(qkv, 3, levels.a2a);
     qkv.Reset();
@@ -275,8 +277,8 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) c
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
   const bool gather = cp > 1 && cp_.cfg.exchange == CpExchange::kAllGather;
-  Tensor kv = cp > 1 ? PackKv(qkv, hl) : Tensor();
-  Tensor next = cp > 1 && !gather ? NewLike(qkv, n, 2 * hl) : Tensor();
+  Tensor kv = cp > 1 ? PackKv(qkv, w) : Tensor();
+  Tensor next = cp > 1 && !gather ? NewLike(qkv, n, 2 * w) : Tensor();
   Tensor acc = NewLike(qkv, n, hl);
   Tensor m = NewLike(qkv, n, heads_);
   Tensor l = NewLike(qkv, n, heads_);
@@ -285,7 +287,7 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) c
     const Tensor all = AllGatherKv(kv);
     kv.Reset();
     for (int src = 0; src < cp; ++src) {
-      ForwardBlock(qkv, all.data() + src * n * 2 * hl, 2 * hl, src, dropout_key, m, l, acc);
+      ForwardBlock(qkv, all.data() + src * n * 2 * w, 2 * w, src, dropout_key, m, l, acc);
     }
   }
   for (int i = 0; i < cp && !gather; ++i) {
@@ -296,9 +298,9 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) c
       hr = cp_.comm->RecvPrev(next.span(), kKvTag);
     }
     if (cp > 1) {
-      ForwardBlock(qkv, kv.data(), 2 * hl, (me - i + cp) % cp, dropout_key, m, l, acc);
+      ForwardBlock(qkv, kv.data(), 2 * w, (me - i + cp) % cp, dropout_key, m, l, acc);
     } else {
-      ForwardBlock(qkv, qkv.data() + hl, 3 * hl, me, dropout_key, m, l, acc);
+      ForwardBlock(qkv, qkv.data() + hl, qkv_width(), me, dropout_key, m, l, acc);
     }
     if (more) {
       cp_.comm->Wait(hs);
@@ -330,7 +332,7 @@ void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tens
   const Index hl = heads_ * head_dim_;
   const Index c = seq_ / 2;
   const Index bs = std::min(c, kBlock);
-  const Index ld_q = batch_ * 3 * hl;
+  const Index ld_q = batch_ * qkv_width();
   const Index ld_kv = batch_ * kv_row;  // K, V and their gradients alike
   const Index ld_o = batch_ * hl;
   const Index ld_s = batch_ * heads_;
@@ -351,19 +353,20 @@ void RingAttention::BackwardBlock(const Saved& s, const Tensor& dout, const Tens
           for (Index qi = 0; qi < c; qi += bs) {
             const Index qn = std::min(bs, c - qi);
             const Index qrow = (qh * c + qi) * batch_ + b;
-            const float* q = s.qkv.data() + qrow * 3 * hl + hd * head_dim_;
+            const float* q = s.qkv.data() + qrow * qkv_width() + hd * head_dim_;
             const float* dor = dout.data() + qrow * hl + hd * head_dim_;
             const float* lse = s.lse.data() + qrow * heads_ + hd;
             const float* dlt = delta.data() + qrow * heads_ + hd;
-            float* dq = dqkv.data() + qrow * 3 * hl + hd * head_dim_;
+            float* dq = dqkv.data() + qrow * qkv_width() + hd * head_dim_;
             for (Index ki = 0; ki < c && (!masked || ki <= qi); ki += bs) {
               const Index kn = std::min(bs, c - ki);
               const bool triangle = masked && ki == qi;
               const Index krow = (kh * c + ki) * batch_ + b;
-              const float* k = kv + krow * kv_row + hd * head_dim_;
-              const float* v = k + hl;
-              float* dk = dkv + krow * kv_row + hd * head_dim_;
-              float* dv = dk + hl;
+              // A K/V head's gradients gather every query head of its group.
+              const float* k = kv + krow * kv_row + KvHead(hd) * head_dim_;
+              const float* v = k + kv_width();
+              float* dk = dkv + krow * kv_row + KvHead(hd) * head_dim_;
+              float* dv = dk + kv_width();
               // P = exp(scale Q K^T − lse), the causal triangle on the diagonal block.
               Gemm(Trans::kNo, Trans::kYes, qn, kn, head_dim_, scale, q, ld_q, k, ld_kv, 0.0f,
                    p.data(), bs);
@@ -417,6 +420,7 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const Index n = batch_ * seq_;
   const int cp = cp_.cfg.size;
   const int me = cp_.cfg.rank;
+  const Index w = kv_width();
   assert(dout.rows() == n && dout.cols() == hl);
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
     Levels levels = MakeLevels();
@@ -434,27 +438,27 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
               .dot(s->out.mat().row(r).segment(hd * head_dim_, head_dim_));
     }
   }
-  Tensor dqkv = NewLike(dout, n, 3 * hl);
+  Tensor dqkv = NewLike(dout, n, qkv_width());
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllGather) {
-    Tensor all = AllGatherKv(PackKv(s->qkv, hl));
-    Tensor dall = NewLike(dout, cp * n, 2 * hl);  // zeroed
+    Tensor all = AllGatherKv(PackKv(s->qkv, w));
+    Tensor dall = NewLike(dout, cp * n, 2 * w);  // zeroed
     for (int src = 0; src < cp; ++src) {
-      const Index off = src * n * 2 * hl;
-      BackwardBlock(*s, dout, delta, all.data() + off, 2 * hl, src, dqkv, dall.data() + off);
+      const Index off = src * n * 2 * w;
+      BackwardBlock(*s, dout, delta, all.data() + off, 2 * w, src, dqkv, dall.data() + off);
     }
     all.Reset();
-    dqkv.mat().rightCols(2 * hl) = ReduceScatterKv(dall).mat();
+    dqkv.mat().rightCols(2 * w) = ReduceScatterKv(dall).mat();
     s->qkv.Reset();
     s->out.Reset();
     s->lse.Reset();
     return dqkv;
   }
   // Without a ring K and V are read, and dK and dV written, in place (in qkv and dqkv).
-  Tensor kv = cp > 1 ? PackKv(s->qkv, hl) : Tensor();
-  Tensor own = cp > 1 ? NewLike(dout, n, 2 * hl) : Tensor();  // this rank's part of its dK, dV
+  Tensor kv = cp > 1 ? PackKv(s->qkv, w) : Tensor();
+  Tensor own = cp > 1 ? NewLike(dout, n, 2 * w) : Tensor();  // this rank's part of its dK, dV
   // The ring's buffers, only with a ring. Step i >= 1 computes into part[i % 2] and sends it
   // on; the partial sum for the step after is received into recv[(i + 1) % 2] meanwhile.
-  const auto ring_buffer = [&] { return cp > 1 ? NewLike(dout, n, 2 * hl) : Tensor(); };
+  const auto ring_buffer = [&] { return cp > 1 ? NewLike(dout, n, 2 * w) : Tensor(); };
   Tensor next = ring_buffer();
   Tensor part[2] = {ring_buffer(), ring_buffer()};
   Tensor recv[2] = {ring_buffer(), ring_buffer()};
@@ -475,9 +479,9 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
       target->mat().setZero();
     }
     if (cp > 1) {
-      BackwardBlock(*s, dout, delta, kv.data(), 2 * hl, (me - i + cp) % cp, dqkv, target->data());
+      BackwardBlock(*s, dout, delta, kv.data(), 2 * w, (me - i + cp) % cp, dqkv, target->data());
     } else {
-      BackwardBlock(*s, dout, delta, s->qkv.data() + hl, 3 * hl, me, dqkv, dqkv.data() + hl);
+      BackwardBlock(*s, dout, delta, s->qkv.data() + hl, qkv_width(), me, dqkv, dqkv.data() + hl);
     }
     if (i >= 1) {
       if (i >= 2) {
@@ -499,7 +503,7 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   for (int& h : sent) {
     if (h >= 0) cp_.comm->Wait(std::exchange(h, -1));
   }
-  if (cp > 1) dqkv.mat().rightCols(2 * hl) = own.mat();
+  if (cp > 1) dqkv.mat().rightCols(2 * w) = own.mat();
   s->qkv.Reset();
   s->out.Reset();
   s->lse.Reset();

@@ -122,17 +122,21 @@ class RingAttention {
  public:
   static constexpr Index kBlock = 64;  // positions per query or key block
   struct Saved {
-    Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows
+    Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows ([N, hl + 2 kv d])
     Tensor out;  // [N, hl], normalised
     Tensor lse;  // [N, heads]: log-sum-exp of every row's scaled scores, per head
     std::uint64_t dropout_key = 0;  // from Forward: the backward draws the same masks
   };
   RingAttention() = default;
+  // kv_heads: the heads of K and V (grouped-query attention: qkv is [N, (heads + 2 kv) d], query
+  // head j reading K/V head j / (heads / kv)); 0: heads. Not with CpExchange::kAllToAll (the
+  // caller widens K and V first: layers.h KvExpand).
   RingAttention(Index batch, Index seq_local, Index heads, Index head_dim, const CpContext& cp,
-                AttentionDropout dropout = {})
+                AttentionDropout dropout = {}, Index kv_heads = 0)
       : batch_(batch),
         seq_(seq_local),
         heads_(heads),
+        kv_heads_(kv_heads > 0 ? kv_heads : heads),
         head_dim_(head_dim),
         cp_(cp),
         dropout_(dropout) {}
@@ -182,7 +186,14 @@ class RingAttention {
 
   Index batch_ = 0;
   Index seq_ = 0;  // local positions (two chunks)
+  // Widths: K's (or V's) columns, and a qkv row's.
+  Index kv_width() const { return kv_heads_ * head_dim_; }
+  Index qkv_width() const { return heads_ * head_dim_ + 2 * kv_width(); }
+  // The K/V head of query head `head`.
+  Index KvHead(Index head) const { return head / (heads_ / kv_heads_); }
+
   Index heads_ = 0;
+  Index kv_heads_ = 0;
   Index head_dim_ = 0;
   CpContext cp_;
   AttentionDropout dropout_;

@@ -472,14 +472,14 @@ TEST(CpuChunk, AccountantMatchesInventory) {
     CheckMemory(c, acc, swiglu);
   }
   // Grouped-query attention, 2 K/V heads of width 4 for the 4 query heads: QKV's output is
-  // h + 2 · 2 · 4 = 32 wide, not 48, so W keeps N · 16 floats fewer (its output gradient) and
-  // QKV holds h · 16 weights and 16 biases fewer; F saves the same (the core keeps the widened
-  // qkv).
+  // h + 2 · 2 · 4 = 32 wide, not 48, so W keeps N · 16 floats fewer (its output gradient), F as
+  // many fewer (the blocked attention keeps qkv as it is), and QKV holds h · 16 weights and 16
+  // biases fewer.
   m.swiglu = false;
   m.kv_heads = 2;
   const ChunkInventory gqa = PredictChunkMemory(
       m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false}, TpConfig{});
-  EXPECT_EQ(gqa.activations_full, one.activations_full);
+  EXPECT_EQ(one.activations_full - gqa.activations_full, 4u * 16 * 16);
   EXPECT_EQ(one.activations_pending_w - gqa.activations_pending_w, 4u * 16 * 16);
   EXPECT_EQ(one.params - gqa.params, 16u * 16 + 16);
   {
@@ -487,6 +487,15 @@ TEST(CpuChunk, AccountantMatchesInventory) {
     Chunk c(m, ChunkSpec{.first_layer = 1, .num_layers = 1, .first = false, .last = false},
             TpConfig{}, acc);
     CheckMemory(c, acc, gqa);
+  }
+  // And under each recompute mode, where the cores differ: selective at cp 1 recomputes
+  // CausalSelfAttention's probabilities, which takes K and V widened (the kept input 3 N hl).
+  for (const Recompute rc : {Recompute::kSelective, Recompute::kFull}) {
+    const ChunkSpec spec{
+        .first_layer = 1, .num_layers = 2, .first = false, .last = false, .recompute = rc};
+    Accountant acc;
+    Chunk c(m, spec, TpConfig{}, acc);
+    CheckMemory(c, acc, PredictChunkMemory(m, spec, TpConfig{}));
   }
 }
 

@@ -118,20 +118,27 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
 // With dropout > 0 both draw the attention dropout masks of the same key (of 2 × heads heads,
 // these the second half, as TP rank 1 of 2 holds them).
+// With kv_heads (grouped-query attention; ring and all_gather only) the ring takes qkv with K and
+// V of kv_heads heads and the unsplit core the same widened to every query head (KvExpand); the
+// ring's dqkv equals the unsplit one summed back over each group, and its blocks are K and V of
+// the kv heads.
 void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
                          CpExchange exchange = CpExchange::kRing, int a2a_size = 0,
-                         float dropout = 0.0f) {
+                         float dropout = 0.0f, Index kv_heads = 0) {
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   const Index a = shape.AllToAllRanks(), rings = cp / a;
-  const Index batch = 2, seq = per_rank * cp, heads = 2 * a, d = 8, hl = heads * d;
+  const Index batch = 2, seq = per_rank * cp, heads = kv_heads > 0 ? 4 : 2 * a, d = 8,
+              hl = heads * d;
+  const Index kv = kv_heads > 0 ? kv_heads : heads, kvw = kv * d, qw = hl + 2 * kvw;
+  const KvExpand widen(heads, kv, d);
   const char* how = exchange == CpExchange::kRing        ? ""
                     : exchange == CpExchange::kAllGather ? " all_gather"
                     : a < cp                             ? " a2a+p2p"
                                                          : " a2a";
   const Index n = batch * seq;
   Accountant ref_acc;
-  Tensor qkv(ref_acc, MemCategory::kWorkspace, n, 3 * hl);
-  const auto qv = RandomVector(static_cast<std::size_t>(n * 3 * hl), 5, 0.5f);
+  Tensor qkv(ref_acc, MemCategory::kWorkspace, n, qw);  // as the ring takes it
+  const auto qv = RandomVector(static_cast<std::size_t>(n * qw), 5, 0.5f);
   std::copy(qv.begin(), qv.end(), qkv.data());
   Tensor dout(ref_acc, MemCategory::kWorkspace, n, hl);
   const auto dv = RandomVector(static_cast<std::size_t>(n * hl), 6);
@@ -140,8 +147,9 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   const std::uint64_t key = 4242;
   CausalSelfAttention ref(batch, seq, heads, d, drop);
   CausalSelfAttention::Saved rs;
-  Tensor ref_out = ref.Forward(Copy(qkv), &rs, key);
+  Tensor ref_out = ref.Forward(widen.active() ? widen.Forward(qkv) : Copy(qkv), &rs, key);
   Tensor ref_dqkv = ref.BackwardInput(dout, &rs);
+  if (widen.active()) ref_dqkv = widen.Backward(ref_dqkv);
 
   ThreadRingGroup group(cp);
   std::vector<std::vector<float>> out(static_cast<std::size_t>(cp)), dqkv(out.size());
@@ -155,18 +163,18 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
         Accountant acc;
         const std::vector<Index> rows = LocalRows(cfg, seq, batch);
         const auto nl = static_cast<Index>(rows.size());
-        Tensor q(acc, MemCategory::kWorkspace, nl, 3 * hl), g(acc, MemCategory::kWorkspace, nl, hl);
+        Tensor q(acc, MemCategory::kWorkspace, nl, qw), g(acc, MemCategory::kWorkspace, nl, hl);
         for (Index i = 0; i < nl; ++i) {
           q.mat().row(i) = qkv.mat().row(rows[static_cast<std::size_t>(i)]);
           g.mat().row(i) = dout.mat().row(rows[static_cast<std::size_t>(i)]);
         }
         RingAttention attn(batch, seq / cp, heads, d, CpContext{cfg, &ring, unmasked_diagonal},
-                           drop);
+                           drop, kv);
         RingAttention::Saved s;
         Tensor o = attn.Forward(std::move(q), &s, key);
         // Saved: qkv, the output and the log-sum-exp per row and head.
         EXPECT_EQ(acc.current(MemCategory::kActivations),
-                  static_cast<std::size_t>(4 * (nl * 3 * hl + nl * hl + nl * heads)));
+                  static_cast<std::size_t>(4 * (nl * qw + nl * hl + nl * heads)));
         Tensor dq = attn.BackwardInput(g, &s);
         EXPECT_EQ(acc.current(MemCategory::kActivations), 0u);
         auto& mo = out[static_cast<std::size_t>(r)];
@@ -179,22 +187,22 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   }
   // Reassemble in global row order.
   std::vector<float> got_out(static_cast<std::size_t>(n * hl)),
-      got_d(static_cast<std::size_t>(n * 3 * hl));
+      got_d(static_cast<std::size_t>(n * qw));
   for (int r = 0; r < cp; ++r) {
     const std::vector<Index> rows = LocalRows({.size = cp, .rank = r}, seq, batch);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Index local = static_cast<Index>(i), row = rows[i];
       std::copy_n(out[static_cast<std::size_t>(r)].begin() + local * hl, hl,
                   got_out.begin() + row * hl);
-      std::copy_n(dqkv[static_cast<std::size_t>(r)].begin() + local * 3 * hl, 3 * hl,
-                  got_d.begin() + row * 3 * hl);
+      std::copy_n(dqkv[static_cast<std::size_t>(r)].begin() + local * qw, qw,
+                  got_d.begin() + row * qw);
     }
     // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I (all_gather: the
     // ring all-gather's, twice, and the ring reduce-scatter's). a2a over a ranks: (a − 1)/a of
     // the rank's Q K V and output in F, of its dOut and dQ dK dV in I; then the ring's blocks
     // over the cp / a rings.
     const std::int64_t want =
-        2 * (a - 1) * (n / cp) * 4 * (hl / a) * 4 + 3 * (rings - 1) * (n / cp) * 2 * hl * 4;
+        2 * (a - 1) * (n / cp) * 4 * (hl / a) * 4 + 3 * (rings - 1) * (n / cp) * 2 * kvw * 4;
     EXPECT_EQ(sent[static_cast<std::size_t>(r)], want) << how;
   }
   const double e_out = RelErr(got_out, ref_out.span());
@@ -208,7 +216,9 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
   if (dropout > 0) {  // the masks were drawn: without them the output differs
     CausalSelfAttention plain(batch, seq, heads, d);
     CausalSelfAttention::Saved ps;
-    EXPECT_GT(RelErr(got_out, plain.Forward(Copy(qkv), &ps).span()), 1e-2);
+    EXPECT_GT(
+        RelErr(got_out, plain.Forward(widen.active() ? widen.Forward(qkv) : Copy(qkv), &ps).span()),
+        1e-2);
   }
 }
 
@@ -260,6 +270,21 @@ TEST(RingAttention, AllToAllEqualsUnsplitAttention) {
   CheckAgainstUnsplit(2, false, true, 300, CpExchange::kAllToAll);
 }
 
+// Grouped-query attention: 4 query heads reading 2 K/V heads, or 1; the ring (cp 1 blocked, 2,
+// 3) and the all-gather pass K and V of the kv heads only (the bytes checked in
+// CheckAgainstUnsplit: kv / heads of multi-head attention's), with and without dropout.
+TEST(RingAttention, GroupedQueryEqualsUnsplitAttention) {
+  for (const Index kv : {2, 1}) {
+    CheckAgainstUnsplit(1, false, true, 300, CpExchange::kRing, 0, 0.0f, kv);
+    for (int cp : {2, 3}) {
+      CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kRing, 0, 0.0f, kv);
+      CheckAgainstUnsplit(cp, false, true, 12, CpExchange::kAllGather, 0, 0.0f, kv);
+    }
+    CheckAgainstUnsplit(2, false, true, 12, CpExchange::kRing, 0, 0.2f, kv);
+  }
+  CheckAgainstUnsplit(2, true, false, 12, CpExchange::kRing, 0, 0.0f, 1);
+}
+
 // parallel.cp_comm: a2a+p2p (Megatron-Core's hierarchical CP): all-to-all within groups of
 // cp_a2a ranks, ring attention over the cp / cp_a2a groups; the same result, both levels' bytes.
 TEST(RingAttention, HierarchicalAllToAllAndRingEqualsUnsplitAttention) {
@@ -283,9 +308,11 @@ ModelConfig SmallModel() {
 // A whole chunk on cp ranks (tp ranks each, SP) under a recompute mode against the unsplit
 // chunk that stores every activation: loss and gradients; memory against the inventory.
 void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
-                CpExchange exchange = CpExchange::kRing, int a2a_size = 0, float dropout = 0.0f) {
+                CpExchange exchange = CpExchange::kRing, int a2a_size = 0, float dropout = 0.0f,
+                int kv_heads = 0) {
   ModelConfig m = SmallModel();
   m.dropout = dropout;
+  m.kv_heads = kv_heads;
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the a2a ranks
     m.heads = tp * shape.AllToAllRanks();
@@ -355,15 +382,15 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
   // Each CP rank's loss is its share; the shares add up to the unsplit mean.
   double sum = 0;
   for (int c = 0; c < cp; ++c) sum += static_cast<double>(loss[static_cast<std::size_t>(c * tp)]);
-  const std::string what = "cp " + std::to_string(cp) + " tp " + std::to_string(tp) +
-                           " recompute " +
-                           (recompute == Recompute::kFull        ? "full"
-                            : recompute == Recompute::kSelective ? "selective"
-                                                                 : "none") +
-                           (exchange == CpExchange::kAllGather  ? " all_gather"
-                            : exchange == CpExchange::kAllToAll ? " a2a"
-                                                                : "") +
-                           " dropout " + std::to_string(dropout);
+  const std::string what =
+      "cp " + std::to_string(cp) + " tp " + std::to_string(tp) + " recompute " +
+      (recompute == Recompute::kFull        ? "full"
+       : recompute == Recompute::kSelective ? "selective"
+                                            : "none") +
+      (exchange == CpExchange::kAllGather  ? " all_gather"
+       : exchange == CpExchange::kAllToAll ? " a2a"
+                                           : "") +
+      " dropout " + std::to_string(dropout) + " kv_heads " + std::to_string(kv_heads);
   EXPECT_NEAR(sum, static_cast<double>(ref_loss), 1e-6 * std::abs(static_cast<double>(ref_loss)))
       << what;
   std::vector<float> total(full_params.size(), 0.0f);
@@ -412,6 +439,18 @@ TEST(RingAttention, ChunkWithDropoutEqualsUnsplitModel) {
   CheckChunk(2, 1, Recompute::kNone, CpExchange::kAllGather, 0, p);
   CheckChunk(3, 2, Recompute::kSelective, CpExchange::kAllToAll, 0, p);
   CheckChunk(4, 1, Recompute::kFull, CpExchange::kAllToAll, 2, p);
+}
+
+// Grouped-query attention in a whole chunk: the ring and the all-gather pass K and V of the kv
+// heads, Ulysses' all-to-all gets them widened; under every recompute mode, with TP (one K/V
+// head a rank) and without, equal to the unsplit chunk, memory equal to the inventory.
+TEST(RingAttention, GroupedQueryChunkEqualsUnsplitModel) {
+  for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    CheckChunk(2, 1, mode, CpExchange::kRing, 0, 0.0f, 2);
+    CheckChunk(2, 2, mode, CpExchange::kRing, 0, 0.0f, 2);
+    CheckChunk(3, 1, mode, CpExchange::kAllGather, 0, 0.0f, 1);
+    CheckChunk(2, 2, mode, CpExchange::kAllToAll, 0, 0.0f, 2);
+  }
 }
 
 TEST(RingAttention, AllToAllChunkEqualsUnsplitModel) {

@@ -30,14 +30,12 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
                                      : c.micro_batch * (c.heads / c.tp) * c.seq_len * c.seq_len;
   const std::int64_t layers = c.layers;
   // The QKV layer's output: Q of this rank's heads, K and V of its kv heads (grouped-query
-  // attention: fewer). Ring attention (cp 1 blocked, the ring, the all-gather) keeps it as it
-  // is and passes K/V blocks of the kv heads; Ulysses' all-to-all and the unblocked core get K
-  // and V widened to every query head, 3·hl, and keep that.
+  // attention: fewer). Every attention core keeps it as it is and the CP exchanges pass K and V
+  // of the kv heads only.
   const std::int64_t kv_heads = c.kv_heads > 0 ? c.kv_heads : c.heads;
   const std::int64_t kvw = (kv_heads / c.tp) * (h / c.heads);
   const std::int64_t qw = hl + 2 * kvw;
-  const bool grouped_core = blocked && c.cp_a2a == 1;
-  const std::int64_t core_qkv = grouped_core ? n * qw : 3 * n * hl;
+  const std::int64_t core_qkv = n * qw;
 
   // Tied embeddings: a chunk that is first and last uses the embedding as its output layer; a
   // last chunk alone keeps a copy of it, as many elements as an untied output layer.
@@ -117,11 +115,12 @@ CpuChunkMemory PredictCpuChunkMemory(const CpuChunkShape& c) {
   CpuChunkMemory m;
   m.tp_bytes_per_microbatch = tp_mb;
   // Both recompute modes run each block's attention forward (its exchanges) again in I: the
-  // all-to-alls' (A − 1)/A of n × 4 hl, and the ring's (cp / A − 1) K/V blocks of n × 2 hl.
+  // all-to-alls' (A − 1)/A of n × (2 hl + 2 kvw), and the ring's (cp / A − 1) K/V blocks of
+  // n × 2 kvw.
   const std::int64_t passes = c.recompute != Recompute::kNone ? 1 : 0;
   const std::int64_t a = c.cp_a2a, rings = c.cp / c.cp_a2a;
-  m.cp_bytes_per_microbatch = layers * (2 + passes) * (a - 1) * n * 4 * hl / a * kF +
-                              layers * (3 + passes) * (rings - 1) * n * 2 * (a > 1 ? hl : kvw) * kF;
+  m.cp_bytes_per_microbatch = layers * (2 + passes) * (a - 1) * n * (2 * hl + 2 * kvw) / a * kF +
+                              layers * (3 + passes) * (rings - 1) * n * 2 * kvw * kF;
   m.tp_bytes_per_iteration = c.sp ? sent(Collective::kAllReduceRing, replicated) : 0;
   m.params = params;
   m.param_bytes = params * kF;

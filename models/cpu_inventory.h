@@ -19,9 +19,8 @@
 // input is N·2·fl, fc1's output gradient kept for W N·2·fl, and fc1 holds h·2·fl weights (2·fl
 // biases). With grouped-query attention (model.kv_heads = kv below heads) the QKV layer's output
 // is qw = hl + 2·(kv / tp)·(h / heads) wide (its weights h·qw, biases qw) and so is its output
-// gradient kept for W (N·qw for 3·N·hl); ring attention (cp 1 with recompute none or full, the
-// ring and the all-gather) keeps qkv as it is (N·qw), the other cores (Ulysses' all-to-all,
-// cp 1 selective) K and V widened to every query head (3·N·hl).
+// gradient kept for W (N·qw for 3·N·hl); every attention core keeps qkv as it is (N·qw; under
+// Ulysses the head-sharded rows, A·N × qw / A), each query head reading its group's K/V head.
 // First chunk: F saves the tokens (R int32); I adds the embedding's output gradient (R·h).
 // Last chunk: F saves the final LN (R·h + R), the output layer's input (R·h) and d(logits)
 // (R·vocab); W needs the input and d(logits). During I the activations rise above their level
@@ -86,13 +85,13 @@ struct CpuChunkMemory {
   std::int64_t tp_bytes_per_microbatch = 0;  // F and I of one microbatch (W needs none)
   std::int64_t tp_bytes_per_iteration = 0;   // under SP: the replicated gradients, once a step
   // Bytes this rank sends in ring attention, F and I of one microbatch: per block (cp − 1)
-  // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·hl floats (full or
+  // K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I, each N·2·kw floats (kw =
+  // (kv / tp)·d, K and V of the rank's kv heads; hl without grouped-query attention; full or
   // selective recompute: (cp − 1) K/V blocks more in I, the ring's forward again). With
-  // cp_a2a = A > 1: (A − 1)/A of N·4·hl floats in F (Q K V out, the output back) and again in
-  // I (dOut in, dQ dK dV back), recompute adding F's again; the ring, over cp / A ranks, passes
-  // (cp / A − 1) blocks where it passed cp − 1. The saved bytes are the same. Under grouped-
-  // query attention the ring's blocks (A = 1) are N·2·(kv / tp)·d floats (K and V of the kv
-  // heads); Ulysses' all-to-all moves K and V widened to every query head (A > 1).
+  // cp_a2a = A > 1: (A − 1)/A of N·(2·hl + 2·kw) floats in F (Q K V out, the output back) and
+  // again in I (dOut in, dQ dK dV back), recompute adding F's again; the ring, over cp / A
+  // ranks, passes (cp / A − 1) blocks of N·2·kw where it passed cp − 1. The saved bytes are the
+  // same.
   std::int64_t cp_bytes_per_microbatch = 0;
 };
 

@@ -54,21 +54,19 @@ TransformerBlock::TransformerBlock(const BlockParams& p, const ModelConfig& mode
   // selective recompute at cp = 1 recomputes CausalSelfAttention's probabilities, at cp > 1
   // the ring's forward (out and log-sum-exp, its K/V exchanges again).
   ring_attention_ = cp.cfg.size > 1 || recompute != Recompute::kSelective;
-  // Grouped-query attention: ring attention (ring or all-gather exchange, and cp = 1) reads each
-  // K/V head for its group of query heads, and passes K and V of the kv heads only; the other
-  // cores (Ulysses' all-to-all, CausalSelfAttention) get K and V widened to every head first.
-  const bool ulysses = cp.cfg.size > 1 && cp.cfg.exchange == CpExchange::kAllToAll;
-  const bool widen = !ring_attention_ || ulysses;
+  // Grouped-query attention: every core (the ring, the all-gather, Ulysses' all-to-all, the
+  // blocked core at cp 1 and CausalSelfAttention) reads each K/V head for its group of query
+  // heads, and the exchanges pass K and V of the kv heads only.
   if (ring_attention_) {
     ring_ = RingAttention(d.batch, d.seq_local, d.heads_local, d.head_dim, cp, attention_dropout,
-                          widen ? d.heads_local : d.kv_heads_local);
+                          d.kv_heads_local);
   } else {
-    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim, attention_dropout);
+    attn_ = CausalSelfAttention(d.batch, d.seq, d.heads_local, d.head_dim, attention_dropout,
+                                d.kv_heads_local);
   }
   if (model.rope) {
     rotary_ = Rotary(d.batch, d.seq, d.heads_local, d.head_dim, cp.cfg, d.kv_heads_local);
   }
-  if (widen) kv_expand_ = KvExpand(d.heads_local, d.kv_heads_local, d.head_dim);
   row_begin_ = d.row_begin;
   use_swiglu_ = model.swiglu;
 }
@@ -132,7 +130,6 @@ Tensor TransformerBlock::ForwardSaving(const Tensor& x, std::uint64_t dropout_ke
   a = GatherToTpRegion(std::move(a), tp_);
   a = qkv_.Forward(std::move(a), &s->qkv);
   if (rotary_.active()) rotary_.Forward(a);
-  if (kv_expand_.active()) a = kv_expand_.Forward(a);
   if (keep_core) {
     a = ring_attention_ ? ring_.Forward(std::move(a), &s->ring, core_key)
                         : attn_.Forward(std::move(a), &s->attn, core_key);
@@ -188,7 +185,6 @@ Tensor TransformerBlock::BackwardInput(const Tensor& dy, Saved* s) const {
                            : attn_.Forward(std::move(s->attn_qkv), &s->attn, core_key));
   }
   a = ring_attention_ ? ring_.BackwardInput(a, &s->ring) : attn_.BackwardInput(a, &s->attn);
-  if (kv_expand_.active()) a = kv_expand_.Backward(a);
   if (rotary_.active()) rotary_.Backward(a);
   a = qkv_.BackwardInput(std::move(a), &s->qkv);
   a = ReduceFromTpRegion(std::move(a), tp_);

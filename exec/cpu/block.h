@@ -2,8 +2,8 @@
 //
 //   x ─► LN1 ─► [f] ─► QKV (column-parallel) ─► causal attention (local heads; dropout on
 //        its probabilities, layers.h AttentionDropout; model.position rope: Q and K turned;
-//        model.kv_heads < heads: ring attention reads each K/V head for its query heads, the
-//        other cores get K and V widened to every query head first, layers.h KvExpand)
+//        model.kv_heads < heads: each core reads a K/V head for its group of query heads,
+//        layers.h KvHeadOf, and the CP exchanges pass K and V of the kv heads only)
 //        ─► out-proj (row-parallel) ─► [g] ─► + bias ─► dropout ─► + x ═► x1
 //   x1 ─► LN2 ─► [f] ─► fc1 (column-parallel) ─► GeLU ─► fc2 (row-parallel) ─► [g] ─► + bias
 //        ─► dropout ─► + x1 ═► y
@@ -130,7 +130,6 @@ class TransformerBlock {
   bool use_swiglu_ = false;
   Dropout dropout_;
   Rotary rotary_;  // model.position rope: Q and K turned after the QKV layer (inactive: learned)
-  KvExpand kv_expand_;  // model.kv_heads < heads, a core without groups: K and V widened
   int layer_ = 0;
   Index row_begin_ = 0;
   Recompute recompute_ = Recompute::kNone;

@@ -190,11 +190,12 @@ void AttentionDropout::Row(std::uint64_t key, Index b, Index head, Index seq_tot
 Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
-  assert(qkv.rows() == n && qkv.cols() == 3 * hl);
+  const Index qw = qkv_width();
+  assert(qkv.rows() == n && qkv.cols() == qw);
   Tensor out = NewLike(qkv, n, hl);
   Tensor probs = NewLike(qkv, batch_ * heads_ * seq_, seq_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  const Index ld_qkv = batch_ * 3 * hl;  // row stride of one head's q, k, v
+  const Index ld_qkv = batch_ * qw;  // row stride of one head's q, k, v
   const Index ld_out = batch_ * hl;
   // With dropout, the P V GEMM reads dropout(P) of a row block, made here (P stays saved).
   RowMatrix<float> dropped(dropout_.active() ? std::min(kAttnBlock, seq_) : 0,
@@ -203,9 +204,10 @@ Tensor CausalSelfAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_
   // the GEMMs skip the masked upper blocks (the probabilities there stay 0).
   for (Index b = 0; b < batch_; ++b) {
     for (Index hd = 0; hd < heads_; ++hd) {
-      const float* q = qkv.data() + b * 3 * hl + hd * head_dim_;
-      const float* k = q + hl;
-      const float* v = q + 2 * hl;
+      const float* base = qkv.data() + b * qw;  // batch row b's first row
+      const float* q = base + hd * head_dim_;
+      const float* k = base + KOffset(hd);
+      const float* v = base + VOffset(hd);
       float* pd = probs.data() + (b * heads_ + hd) * seq_ * seq_;
       float* o = out.data() + b * hl + hd * head_dim_;
       MatMap p(pd, seq_, seq_);
@@ -246,9 +248,10 @@ Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const Index hl = heads_ * head_dim_;
   const Index n = batch_ * seq_;
   assert(dout.rows() == n && dout.cols() == hl);
-  Tensor dqkv = NewLike(dout, n, 3 * hl);
+  const Index qw = qkv_width();
+  Tensor dqkv = NewLike(dout, n, qw);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  const Index ld_qkv = batch_ * 3 * hl;
+  const Index ld_qkv = batch_ * qw;
   const Index ld_out = batch_ * hl;
   RowMatrix<float> dp(seq_, seq_);
   // With dropout: the masks of a row block, and dropout(P) for dV.
@@ -256,16 +259,17 @@ Tensor CausalSelfAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   const Index mask_rows = drop ? std::min(kAttnBlock, seq_) : 0;
   RowMatrix<float> mask(mask_rows, drop ? seq_ : 0), dropped(mask_rows, drop ? seq_ : 0);
   // The forward's row blocks: block [r0, r0 + rows) touches keys [0, r0 + rows) only. dK and
-  // dV accumulate over the blocks into dqkv, which starts zero-filled (Buffer).
+  // dV accumulate over the blocks (and, grouped, over the query heads of a K/V head) into dqkv,
+  // which starts zero-filled (Buffer).
   for (Index b = 0; b < batch_; ++b) {
     for (Index hd = 0; hd < heads_; ++hd) {
-      const Index off = b * 3 * hl + hd * head_dim_;
-      const float* q = s->qkv.data() + off;
-      const float* k = q + hl;
-      const float* v = q + 2 * hl;
-      float* dq = dqkv.data() + off;
-      float* dk = dq + hl;
-      float* dv = dq + 2 * hl;
+      const Index base = b * qw;
+      const float* q = s->qkv.data() + base + hd * head_dim_;
+      const float* k = s->qkv.data() + base + KOffset(hd);
+      const float* v = s->qkv.data() + base + VOffset(hd);
+      float* dq = dqkv.data() + base + hd * head_dim_;
+      float* dk = dqkv.data() + base + KOffset(hd);
+      float* dv = dqkv.data() + base + VOffset(hd);
       const float* dout_bh = dout.data() + b * hl + hd * head_dim_;
       const float* pd = s->probs.data() + (b * heads_ + hd) * seq_ * seq_;
       ConstMatMap p(pd, seq_, seq_);
@@ -399,46 +403,6 @@ Tensor Swiglu::BackwardInput(const Tensor& dy, Saved* s) const {
   SwigluBackward(s->x.data(), dy.data(), dx.data(), dy.rows(), dy.cols());
   s->x.Reset();
   return dx;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Grouped-query attention's K/V expansion
-
-Tensor KvExpand::Forward(const Tensor& qkv) const {
-  const Index d = head_dim_, q = heads_ * d, kv = kv_heads_ * d, group = heads_ / kv_heads_;
-  assert(qkv.cols() == q + 2 * kv);
-  Tensor out = NewOutputLike(qkv, qkv.rows(), 3 * q);
-  for (Index r = 0; r < qkv.rows(); ++r) {
-    const float* src = qkv.data() + r * qkv.cols();
-    float* dst = out.data() + r * 3 * q;
-    std::copy(src, src + q, dst);
-    for (Index part = 0; part < 2; ++part) {  // K, then V
-      const float* from = src + q + part * kv;
-      float* to = dst + q + part * q;
-      for (Index j = 0; j < heads_; ++j) std::copy_n(from + (j / group) * d, d, to + j * d);
-    }
-  }
-  return out;
-}
-
-Tensor KvExpand::Backward(const Tensor& dqkv) const {
-  const Index d = head_dim_, q = heads_ * d, kv = kv_heads_ * d, group = heads_ / kv_heads_;
-  assert(dqkv.cols() == 3 * q);
-  Tensor out = NewOutputLike(dqkv, dqkv.rows(), q + 2 * kv);
-  for (Index r = 0; r < dqkv.rows(); ++r) {
-    const float* src = dqkv.data() + r * 3 * q;
-    float* dst = out.data() + r * (q + 2 * kv);
-    std::copy(src, src + q, dst);
-    std::fill(dst + q, dst + q + 2 * kv, 0.0f);
-    for (Index part = 0; part < 2; ++part) {
-      const float* from = src + q + part * q;
-      float* to = dst + q + part * kv;
-      for (Index j = 0; j < heads_; ++j) {
-        for (Index i = 0; i < d; ++i) to[(j / group) * d + i] += from[j * d + i];
-      }
-    }
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -139,20 +139,33 @@ class AttentionDropout {
   Index head_offset_ = 0;
 };
 
-// Multi-head causal self-attention core (no weights): qkv [N, 3 * heads * d] laid out as
-// [Q heads | K heads | V heads], rows sequence-major (row = t * batch + b) → out [N, heads * d].
-// Positions are global (this core sees the whole sequence: cp = 1).
+// Grouped-query attention (model.kv_heads below heads; Ainslie et al. 2023): the K/V head that
+// query head `head` of `heads` reads when K and V have `kv_heads` heads. A group's query heads
+// are consecutive, as in Megatron-Core and Hugging Face's repeat_kv; kv_heads = heads is
+// multi-head attention.
+inline Index KvHeadOf(Index head, Index heads, Index kv_heads) { return head / (heads / kv_heads); }
+
+// Multi-head causal self-attention core (no weights): qkv [N, (heads + 2 kv) d] laid out as
+// [Q heads | K heads | V heads] (kv = heads, or kv_heads under grouped-query attention: query
+// head j reads K/V head KvHeadOf(j)), rows sequence-major (row = t * batch + b) → out
+// [N, heads * d]. Positions are global (this core sees the whole sequence: cp = 1).
 class CausalSelfAttention {
  public:
   struct Saved {
-    Tensor qkv;    // [N, 3 * heads * d]
+    Tensor qkv;    // [N, (heads + 2 kv) d]
     Tensor probs;  // [batch * heads * seq, seq], softmax with the causal mask (upper part 0)
     std::uint64_t dropout_key = 0;  // from Forward: the backward draws the same masks
   };
   CausalSelfAttention() = default;
+  // kv_heads: 0 = heads.
   CausalSelfAttention(Index batch, Index seq, Index heads, Index head_dim,
-                      AttentionDropout dropout = {})
-      : batch_(batch), seq_(seq), heads_(heads), head_dim_(head_dim), dropout_(dropout) {}
+                      AttentionDropout dropout = {}, Index kv_heads = 0)
+      : batch_(batch),
+        seq_(seq),
+        heads_(heads),
+        kv_heads_(kv_heads > 0 ? kv_heads : heads),
+        head_dim_(head_dim),
+        dropout_(dropout) {}
 
   // dropout_key: per (step, microbatch, layer); ignored without dropout.
   Tensor Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key = 0) const;
@@ -160,9 +173,15 @@ class CausalSelfAttention {
   bool SavesItsInput() const { return true; }                // Saved::qkv is Forward's qkv
 
  private:
+  Index qkv_width() const { return (heads_ + 2 * kv_heads_) * head_dim_; }
+  // Offsets in a qkv row of query head hd's K and V.
+  Index KOffset(Index hd) const { return (heads_ + KvHeadOf(hd, heads_, kv_heads_)) * head_dim_; }
+  Index VOffset(Index hd) const { return KOffset(hd) + kv_heads_ * head_dim_; }
+
   Index batch_ = 0;
   Index seq_ = 0;
   Index heads_ = 0;
+  Index kv_heads_ = 0;
   Index head_dim_ = 0;
   AttentionDropout dropout_;
 };
@@ -199,27 +218,6 @@ class Swiglu {
   };
   Tensor Forward(Tensor x, Saved* s) const;                // [n, 2f] → [n, f]
   Tensor BackwardInput(const Tensor& dy, Saved* s) const;  // [n, f] → [n, 2f]
-};
-
-// Grouped-query attention (model.kv_heads below heads; Ainslie et al. 2023): the QKV layer's
-// output [N, (heads + 2 kv) d], this rank's Q heads then its K and V heads, widened to the
-// [N, 3 heads d] the attention cores take, query head j reading K/V head j / (heads / kv) (a
-// group's query heads are consecutive, as in Megatron-Core and Hugging Face's repeat_kv).
-// Backward sums each group's K and V gradients into its head. Nothing is saved; the cores (and
-// ring attention's exchanges) see the widened tensor.
-class KvExpand {
- public:
-  KvExpand() = default;
-  KvExpand(Index heads, Index kv_heads, Index head_dim)
-      : heads_(heads), kv_heads_(kv_heads), head_dim_(head_dim) {}
-  bool active() const { return kv_heads_ > 0 && kv_heads_ != heads_; }
-  Tensor Forward(const Tensor& qkv) const;    // [n, (heads + 2 kv) d] → [n, 3 heads d]
-  Tensor Backward(const Tensor& dqkv) const;  // [n, 3 heads d] → [n, (heads + 2 kv) d]
-
- private:
-  Index heads_ = 0;
-  Index kv_heads_ = 0;
-  Index head_dim_ = 0;
 };
 
 // Rotary position embedding (model.position: rope; Su et al. 2021), in place on the Q and K

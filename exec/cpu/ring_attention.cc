@@ -176,12 +176,15 @@ RingAttention::Levels RingAttention::MakeLevels() const {
 
 RingAttention RingAttention::RingLevel(SubgroupComm* ring) const {
   const int a = cp_.cfg.AllToAllRanks();
-  // This rank's share of the heads is the (rank mod a)-th of its all-to-all group's (SeqToHeads).
+  // This rank's share of the heads is the (rank mod a)-th of its all-to-all group's (SeqToHeads):
+  // query heads [m h/a, (m + 1) h/a) and K/V heads [m kv/a, (m + 1) kv/a), the ones those query
+  // heads read (h/a is a whole number of groups of h/kv), so the share is grouped as the whole.
+  assert(heads_ % a == 0 && kv_heads_ % a == 0);
   return RingAttention(batch_, seq_ * a, heads_ / a, head_dim_,
                        CpContext{{.size = ring->size(), .rank = ring->rank()},
                                  ring->size() > 1 ? ring : nullptr,
                                  cp_.unmasked_diagonal},
-                       dropout_.Share(heads_, a, cp_.cfg.rank % a));
+                       dropout_.Share(heads_, a, cp_.cfg.rank % a), kv_heads_ / a);
 }
 
 Index RingAttention::RingLevelRow(int member, Index i) const {
@@ -214,15 +217,23 @@ void RingAttention::AllToAll(RingComm& comm, std::vector<Tensor>& send,
   for (const int h : handles) comm.Wait(h);
 }
 
-Tensor RingAttention::SeqToHeads(const Tensor& x, Index groups, RingComm& comm) const {
+Tensor RingAttention::SeqToHeads(const Tensor& x, std::span<const Index> widths,
+                                 RingComm& comm) const {
   const int a = comm.size();
   const int me = comm.rank();
-  const Index n = x.rows(), w = x.cols() / groups, ws = w / a, cols = groups * ws;
+  const Index n = x.rows();
+  Index cols = 0;
+  for (const Index w : widths) cols += w / a;
+  assert(cols * a == x.cols());
   std::vector<Tensor> send, recv;
-  for (int d = 0; d < a; ++d) {  // to member d: this rank's rows, member d's heads
+  for (int d = 0; d < a; ++d) {  // to member d: this rank's rows, member d's heads of each group
     send.emplace_back(*x.accountant(), MemCategory::kWorkspace, n, cols, Uninitialized{});
-    for (Index g = 0; g < groups; ++g) {
-      send.back().mat().middleCols(g * ws, ws) = x.mat().middleCols(g * w + d * ws, ws);
+    Index from = 0, to = 0;
+    for (const Index w : widths) {
+      const Index ws = w / a;
+      send.back().mat().middleCols(to, ws) = x.mat().middleCols(from + d * ws, ws);
+      from += w;
+      to += ws;
     }
     recv.push_back(d == me ? Tensor() : NewLike(x, n, cols));
   }
@@ -236,10 +247,14 @@ Tensor RingAttention::SeqToHeads(const Tensor& x, Index groups, RingComm& comm) 
   return out;
 }
 
-Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) const {
+Tensor RingAttention::HeadsToSeq(const Tensor& y, std::span<const Index> widths,
+                                 RingComm& comm) const {
   const int a = comm.size();
   const int me = comm.rank();
-  const Index n = y.rows() / a, ws = y.cols() / groups, w = ws * a;
+  const Index n = y.rows() / a;
+  Index total = 0;
+  for (const Index w : widths) total += w;
+  assert(total == y.cols() * a);
   std::vector<Tensor> send, recv;
   for (int d = 0; d < a; ++d) {  // to member d: its rows, this rank's heads
     send.emplace_back(*y.accountant(), MemCategory::kWorkspace, n, y.cols(), Uninitialized{});
@@ -247,12 +262,16 @@ Tensor RingAttention::HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) 
     recv.push_back(d == me ? Tensor() : NewLike(y, n, y.cols()));
   }
   AllToAll(comm, send, recv);
-  Tensor out(*y.accountant(), MemCategory::kWorkspace, n, groups * w, Uninitialized{});
+  Tensor out(*y.accountant(), MemCategory::kWorkspace, n, total, Uninitialized{});
   for (int src = 0; src < a; ++src) {  // member src's heads of this rank's rows
     const Tensor& part =
         src == me ? send[static_cast<std::size_t>(me)] : recv[static_cast<std::size_t>(src)];
-    for (Index g = 0; g < groups; ++g) {
-      out.mat().middleCols(g * w + src * ws, ws) = part.mat().middleCols(g * ws, ws);
+    Index from = 0, to = 0;
+    for (const Index w : widths) {
+      const Index ws = w / a;
+      out.mat().middleCols(to + src * ws, ws) = part.mat().middleCols(from, ws);
+      from += ws;
+      to += w;
     }
   }
   return out;
@@ -267,12 +286,11 @@ Tensor RingAttention::Forward(Tensor qkv, Saved* s, std::uint64_t dropout_key) c
   assert(qkv.rows() == n && qkv.cols() == qkv_width());
   assert(cp == 1 || (cp_.comm != nullptr && cp_.comm->size() == cp && cp_.comm->rank() == me));
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
-    assert(kv_heads_ == heads_);
     Levels levels = MakeLevels();
-    Tensor heads = SeqToHeads(qkv, 3, levels.a2a);
+    Tensor heads = SeqToHeads(qkv, QkvWidths(), levels.a2a);
     qkv.Reset();
-    return HeadsToSeq(RingLevel(&levels.ring).Forward(std::move(heads), s, dropout_key), 1,
-                      levels.a2a);
+    return HeadsToSeq(RingLevel(&levels.ring).Forward(std::move(heads), s, dropout_key),
+                      OutWidths(), levels.a2a);
   }
   // With a ring, K and V travel packed; without, they are read in place in qkv. (No buffer that
   // is not needed: a large one is fresh pages, and page faults cost more than the copies.)
@@ -424,8 +442,8 @@ Tensor RingAttention::BackwardInput(const Tensor& dout, Saved* s) const {
   assert(dout.rows() == n && dout.cols() == hl);
   if (cp > 1 && cp_.cfg.exchange == CpExchange::kAllToAll) {
     Levels levels = MakeLevels();
-    const Tensor dheads = SeqToHeads(dout, 1, levels.a2a);
-    return HeadsToSeq(RingLevel(&levels.ring).BackwardInput(dheads, s), 3, levels.a2a);
+    const Tensor dheads = SeqToHeads(dout, OutWidths(), levels.a2a);
+    return HeadsToSeq(RingLevel(&levels.ring).BackwardInput(dheads, s), QkvWidths(), levels.a2a);
   }
   // delta = rowsum(dOut ∘ Out) per row and head (the softmax backward's correction).
   Tensor delta = NewLike(dout, n, heads_);

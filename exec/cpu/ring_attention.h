@@ -16,7 +16,8 @@
 // previous rank (the block's earlier visitors) and passes it on, so that after cp − 1 hops the
 // sum of every other rank's contributions reaches the block's owner, which adds its own.
 // Per layer and microbatch a rank sends (cp − 1) K/V blocks in F, and (cp − 1) K/V blocks plus
-// (cp − 1) dK/dV blocks in I: 3 (cp − 1) × N × 2 × hl floats (N local tokens, hl = h / tp).
+// (cp − 1) dK/dV blocks in I: 3 (cp − 1) × N × 2 × kw floats (N local tokens, hl = h / tp,
+// kw = hl, or kv_heads × d under grouped-query attention: K and V of the kv heads only).
 //
 // With CpConfig::all_gather (parallel.cp_comm: all_gather, Llama 3's way) the same blocks
 // travel the same ring, but as collectives in series with the attention: F all-gathers every
@@ -24,20 +25,21 @@
 // gathers them again, accumulates dK and dV of every block into a buffer of the whole
 // sequence, and reduce-scatters it (ring reduce-scatter, cp − 1 steps), each rank keeping its
 // own block's sum. The same 3 (cp − 1) blocks a rank sends; the gathered K/V and the whole
-// dK/dV ([cp N, 2 hl] each) are workspace.
+// dK/dV ([cp N, 2 kw] each) are workspace.
 //
 // With CpExchange::kAllToAll (parallel.cp_comm: a2a, DeepSpeed-Ulysses; each rank's heads a
-// multiple of cp) there is no ring: F all-to-alls Q, K and V so that each rank holds every
-// token of 1/cp of the heads, runs the unsplit causal attention on them (the cp = 1 code
-// below, the sequence in global order), and all-to-alls the output back to the tokens' owners;
-// I does the same with dOut in and dQ dK dV back. A rank sends (cp − 1)/cp of N × 4 hl floats
-// in F and again in I. Saved: the head-sharded qkv [cp N, 3 hl / cp], output and log-sum-exp,
-// the same bytes as the ring's. With a2a_size = a < cp (a2a+p2p, Megatron-Core's
+// multiple of cp, and its kv heads too) there is no ring: F all-to-alls Q, K and V so that each
+// rank holds every token of 1/cp of the query heads and of the K/V heads they read, runs the
+// unsplit causal attention on them (the cp = 1 code below, the sequence in global order), and
+// all-to-alls the output back to the tokens' owners; I does the same with dOut in and dQ dK dV
+// back. A rank sends (cp − 1)/cp of N × (2 hl + 2 kw) floats in F and again in I. Saved: the
+// head-sharded qkv [cp N, (hl + 2 kw) / cp], output and log-sum-exp, the same bytes as the
+// ring's. With a2a_size = a < cp (a2a+p2p, Megatron-Core's
 // hierarchical CP) the all-to-all spans the a consecutive CP ranks of this rank's group only,
 // whose chunks together are super-chunks g and 2R − 1 − g of the sequence split into 2R
 // (R = cp / a): the balanced layout of ring attention over R ranks, which then runs over the
 // ranks with this rank's place in the other groups, on 1/a of the heads. A rank sends
-// (a − 1)/a of N × 4 hl floats in F and in I, and the ring's 3 (R − 1) K/V blocks.
+// (a − 1)/a of N × (2 hl + 2 kw) floats in F and in I, and the ring's 3 (R − 1) K/V blocks.
 //
 // Within a chunk pair the work is blocked, flash-attention style: query and key blocks of at
 // most kBlock positions, one kBlock × kBlock score block at a time (never the s × s matrix);
@@ -46,15 +48,16 @@
 // attention for recompute none and full (selective recompute keeps CausalSelfAttention, whose
 // probabilities it recomputes).
 //
-// Saved between F and I (MemCategory::kActivations): the local qkv [N, 3 hl], the output
+// Saved between F and I (MemCategory::kActivations): the local qkv [N, hl + 2 kw], the output
 // [N, hl] and the log-sum-exp [N, heads] (instead of cp = 1's probabilities).
 //
 //   RingAttention attn(batch, seq_local, heads_local, head_dim, cp, &ring);
 //   RingAttention::Saved s;
 //   Tensor out = attn.Forward(std::move(qkv), &s);   // [N, hl]
-//   Tensor dqkv = attn.BackwardInput(dout, &s);      // [N, 3 hl]; s empty
+//   Tensor dqkv = attn.BackwardInput(dout, &s);      // [N, hl + 2 kw]; s empty
 #pragma once
 
+#include <array>
 #include <span>
 #include <vector>
 
@@ -122,15 +125,16 @@ class RingAttention {
  public:
   static constexpr Index kBlock = 64;  // positions per query or key block
   struct Saved {
-    Tensor qkv;  // [N, 3 hl] as [Q | K | V] of this rank's heads, local rows ([N, hl + 2 kv d])
+    Tensor qkv;  // [N, hl + 2 kw] as [Q | K | V] of this rank's heads, local rows
     Tensor out;  // [N, hl], normalised
     Tensor lse;  // [N, heads]: log-sum-exp of every row's scaled scores, per head
     std::uint64_t dropout_key = 0;  // from Forward: the backward draws the same masks
   };
   RingAttention() = default;
   // kv_heads: the heads of K and V (grouped-query attention: qkv is [N, (heads + 2 kv) d], query
-  // head j reading K/V head j / (heads / kv)); 0: heads. Not with CpExchange::kAllToAll (the
-  // caller widens K and V first: layers.h KvExpand).
+  // head j reading K/V head j / (heads / kv)); 0: heads. Under CpExchange::kAllToAll the all-to-
+  // all level's size must divide both heads and kv_heads: each member gets 1/a of the query
+  // heads and the 1/a of the K/V heads their groups read.
   RingAttention(Index batch, Index seq_local, Index heads, Index head_dim, const CpContext& cp,
                 AttentionDropout dropout = {}, Index kv_heads = 0)
       : batch_(batch),
@@ -153,15 +157,15 @@ class RingAttention {
  private:
   // One K/V block (of the rank `src`) against this rank's queries: forward accumulation into
   // the running maxima, sums and unnormalised output. kv points at the first row's K, V follows
-  // hl floats later; kv_row floats from one (position, batch) row to the next (2 hl packed for
-  // the ring, 3 hl in place in qkv).
+  // kw floats later; kv_row floats from one (position, batch) row to the next (2 kw packed for
+  // the ring, hl + 2 kw in place in qkv).
   void ForwardBlock(const Tensor& qkv, const float* kv, Index kv_row, int src,
                     std::uint64_t dropout_key, Tensor& m, Tensor& l, Tensor& acc) const;
   // Its backward: dQ += into dqkv, dK and dV of the block += into dkv (laid out as kv).
   void BackwardBlock(const Saved& s, const Tensor& dout, const Tensor& delta, const float* kv,
                      Index kv_row, int src, Tensor& dqkv, float* dkv) const;
-  // all_gather: every rank's packed K/V block [N, 2 hl], rank-major [cp N, 2 hl] (ring
-  // all-gather); and the reverse, the sums of every rank's [cp N, 2 hl] for this rank's block
+  // all_gather: every rank's packed K/V block [N, 2 kw], rank-major [cp N, 2 kw] (ring
+  // all-gather); and the reverse, the sums of every rank's [cp N, 2 kw] for this rank's block
   // (ring reduce-scatter).
   Tensor AllGatherKv(const Tensor& kv) const;
   Tensor ReduceScatterKv(Tensor& all) const;
@@ -177,11 +181,11 @@ class RingAttention {
   RingAttention RingLevel(SubgroupComm* ring) const;
   // Where member `member`'s local row i lands in the ring level's rows.
   Index RingLevelRow(int member, Index i) const;
-  // This rank's rows [N, groups × w] of every head (`groups` column groups of w = heads ×
-  // head_dim: Q K V, or the output) to the ring level's rows of its group [a N, groups × w / a],
-  // this member's 1/a of the heads of each group; and back.
-  Tensor SeqToHeads(const Tensor& x, Index groups, RingComm& comm) const;
-  Tensor HeadsToSeq(const Tensor& y, Index groups, RingComm& comm) const;
+  // This rank's rows [N, Σ widths] of every head (column groups of the given widths: Q K V, or
+  // the output) to the ring level's rows of its group [a N, Σ widths / a], this member's 1/a
+  // of the heads of each group; and back.
+  Tensor SeqToHeads(const Tensor& x, std::span<const Index> widths, RingComm& comm) const;
+  Tensor HeadsToSeq(const Tensor& y, std::span<const Index> widths, RingComm& comm) const;
   void AllToAll(RingComm& comm, std::vector<Tensor>& send, std::vector<Tensor>& recv) const;
 
   Index batch_ = 0;
@@ -189,8 +193,11 @@ class RingAttention {
   // Widths: K's (or V's) columns, and a qkv row's.
   Index kv_width() const { return kv_heads_ * head_dim_; }
   Index qkv_width() const { return heads_ * head_dim_ + 2 * kv_width(); }
+  // qkv's column groups (Q, K, V) and the output's (one).
+  std::array<Index, 3> QkvWidths() const { return {heads_ * head_dim_, kv_width(), kv_width()}; }
+  std::array<Index, 1> OutWidths() const { return {heads_ * head_dim_}; }
   // The K/V head of query head `head`.
-  Index KvHead(Index head) const { return head / (heads_ / kv_heads_); }
+  Index KvHead(Index head) const { return KvHeadOf(head, heads_, kv_heads_); }
 
   Index heads_ = 0;
   Index kv_heads_ = 0;

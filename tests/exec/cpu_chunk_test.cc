@@ -489,13 +489,21 @@ TEST(CpuChunk, AccountantMatchesInventory) {
     CheckMemory(c, acc, gqa);
   }
   // And under each recompute mode, where the cores differ: selective at cp 1 recomputes
-  // CausalSelfAttention's probabilities, which takes K and V widened (the kept input 3 N hl).
+  // CausalSelfAttention's probabilities, which reads the narrow qkv as it is (kept: N · 32, not
+  // N · 48, in each of the 2 layers); full keeps the block's input alone, the same either way.
   for (const Recompute rc : {Recompute::kSelective, Recompute::kFull}) {
     const ChunkSpec spec{
         .first_layer = 1, .num_layers = 2, .first = false, .last = false, .recompute = rc};
+    ModelConfig mha = m;
+    mha.kv_heads = 0;
+    const ChunkInventory want = PredictChunkMemory(m, spec, TpConfig{});
+    const ChunkInventory multi = PredictChunkMemory(mha, spec, TpConfig{});
+    EXPECT_EQ(multi.activations_full - want.activations_full,
+              rc == Recompute::kSelective ? 2u * 4 * 16 * 16 : 0u);
+    EXPECT_EQ(multi.activations_pending_w - want.activations_pending_w, 2u * 4 * 16 * 16);
     Accountant acc;
     Chunk c(m, spec, TpConfig{}, acc);
-    CheckMemory(c, acc, PredictChunkMemory(m, spec, TpConfig{}));
+    CheckMemory(c, acc, want);
   }
 }
 

@@ -10,13 +10,16 @@
 #include "exec/cpu/chunk.h"
 #include "exec/cpu/layers.h"
 #include "tests/exec/cpu_test_util.h"
+#include "tests/exec/kv_widen_reference.h"
 
 namespace pipetwin::cpu {
 namespace {
 
 using testing::Dot;
 using testing::FiniteDifferenceError;
+using testing::KvWiden;
 using testing::RandomVector;
+using testing::RelErr;
 
 struct Param {
   Param(Index r, Index c, std::uint64_t seed, float scale = 0.5f)
@@ -380,14 +383,14 @@ TEST(CpuLayers, SwigluGradients) {
   EXPECT_LT(FiniteDifferenceError(x, dx.span(), objective, 1e-3f), 1e-2);
 }
 
-// Grouped-query attention's widening by hand (4 query heads, 2 K/V heads of width 2): query
-// heads 0, 1 read K/V head 0, heads 2, 3 head 1; backward sums each pair; and the two are
-// adjoint: <E x, y> = <x, Eᵀ y> for random x and y.
-TEST(CpuLayers, KvExpandSharesHeadsByGroup) {
+// The grouped-query reference's widening by hand (tests/exec/kv_widen_reference.h; 4 query
+// heads, 2 K/V heads of width 2): query heads 0, 1 read K/V head 0, heads 2, 3 head 1; backward
+// sums each pair; and the two are adjoint: <E x, y> = <x, Eᵀ y> for random x and y.
+TEST(CpuLayers, KvWidenReferenceSharesHeadsByGroup) {
   Accountant acc;
-  const KvExpand expand(4, 2, 2);
+  const KvWiden expand(4, 2, 2);
   ASSERT_TRUE(expand.active());
-  EXPECT_FALSE(KvExpand(4, 4, 2).active());
+  EXPECT_FALSE(KvWiden(4, 4, 2).active());
   // Q: 8 columns 0..7; K heads (10, 11), (12, 13); V heads (20, 21), (22, 23).
   std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 20, 21, 22, 23};
   const Tensor wide = expand.Forward(FromVector(acc, x, 1, 16));
@@ -406,6 +409,54 @@ TEST(CpuLayers, KvExpandSharesHeadsByGroup) {
   const double ea_b = Dot(expand.Forward(FromVector(acc, a, n, 16)).span(), b);
   const double a_etb = Dot(a, expand.Backward(FromVector(acc, b, n, 24)).span());
   EXPECT_NEAR(ea_b, a_etb, 1e-5 * std::abs(ea_b) + 1e-6);
+}
+
+// The unblocked core (selective recompute at cp 1) under grouped-query attention: on the narrow
+// qkv [N, (heads + 2 kv) d] it equals the multi-head core on K and V widened to every query head
+// (output, and dqkv summed back over each group), with and without dropout, for kv 1, 2 and 4
+// of 4 heads; what it saves is the narrow qkv and the probabilities. The group mapping matters:
+// the same core with the K/V heads swapped differs.
+TEST(CpuLayers, CausalSelfAttentionGroupedEqualsWidened) {
+  const Index batch = 2, seq = 70, heads = 4, d = 6, hl = heads * d, n = batch * seq;
+  for (const Index kv : {1, 2, 4}) {
+    for (const float p : {0.0f, 0.2f}) {
+      Accountant acc;
+      const Index qw = hl + 2 * kv * d;
+      const std::vector<float> x = RandomVector(static_cast<std::size_t>(n * qw), 61, 0.5f);
+      const std::vector<float> g = RandomVector(static_cast<std::size_t>(n * hl), 62);
+      const AttentionDropout drop(p, 8, 4);
+      const std::uint64_t key = 77;
+      const KvWiden widen(heads, kv, d);
+      CausalSelfAttention ref(batch, seq, heads, d, drop);
+      CausalSelfAttention::Saved rs;
+      const Tensor want = ref.Forward(widen.Forward(FromVector(acc, x, n, qw)), &rs, key);
+      const Tensor want_d = widen.Backward(ref.BackwardInput(FromVector(acc, g, n, hl), &rs));
+
+      Accountant got_acc;
+      CausalSelfAttention grouped(batch, seq, heads, d, drop, kv);
+      CausalSelfAttention::Saved s;
+      const Tensor got = grouped.Forward(FromVector(got_acc, x, n, qw), &s, key);
+      EXPECT_EQ(got_acc.current(MemCategory::kActivations),
+                static_cast<std::size_t>(4 * (n * qw + batch * heads * seq * seq)));
+      const Tensor got_d = grouped.BackwardInput(FromVector(got_acc, g, n, hl), &s);
+      EXPECT_EQ(got_acc.current(MemCategory::kActivations), 0u);
+      EXPECT_LT(RelErr(got.span(), want.span()), 1e-6) << "kv " << kv << " p " << p;
+      EXPECT_LT(RelErr(got_d.span(), want_d.span()), 1e-6) << "kv " << kv << " p " << p;
+      if (kv == 2 && p == 0.0f) {  // K/V heads 0 and 1 swapped (K and V both): a different answer
+        std::vector<float> swapped = x;
+        for (Index r = 0; r < n; ++r) {
+          for (Index part = 0; part < 2; ++part) {
+            float* k = swapped.data() + r * qw + hl + part * 2 * d;
+            std::swap_ranges(k, k + d, k + d);
+          }
+        }
+        CausalSelfAttention::Saved ss;
+        EXPECT_GT(RelErr(grouped.Forward(FromVector(got_acc, swapped, n, qw), &ss, key).span(),
+                         want.span()),
+                  1e-2);
+      }
+    }
+  }
 }
 
 TEST(CpuLayers, EmbeddingGradients) {

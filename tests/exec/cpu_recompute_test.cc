@@ -48,8 +48,10 @@ struct PipelineResult {
 // Every compute action of `schedule`'s programs on its stage's chunk, ranks taking turns: a rank
 // runs its next action once its input is there (F after the previous stage's F, I or B after
 // the next stage's I or B). One Accountant per pipeline rank.
-PipelineResult RunPipeline(const std::string& name, int vpp, Recompute recompute) {
-  const ModelConfig m = SmallModel();
+PipelineResult RunPipeline(const std::string& name, int vpp, Recompute recompute,
+                           int kv_heads = 0) {
+  ModelConfig m = SmallModel();
+  m.kv_heads = kv_heads;
   const int pp = 2;
   const int micro = 4;
   ScheduleRequest req;
@@ -167,6 +169,25 @@ TEST(CpuRecompute, EverySchedulesGradientsEqualStoredActivations) {
         // Full keeps one [N, h] input per block, far less than the stored block.
         if (mode == Recompute::kFull) {
           EXPECT_LT(rc.peak_saved[rank], none.peak_saved[rank]) << sc.name << " rank " << rank;
+        }
+      }
+    }
+  }
+}
+
+// Grouped-query attention (2 K/V heads, or 1, for the 4 query heads): selective recompute at
+// cp 1 runs CausalSelfAttention, which reads the narrow qkv, where recompute none runs the
+// blocked core; both recompute modes give the stored run's losses and gradients.
+TEST(CpuRecompute, GroupedQueryGradientsEqualStoredActivations) {
+  for (const int kv : {2, 1}) {
+    for (const ScheduleCase& sc : {kSchedules[0], kSchedules[3]}) {  // 1f1b, zb-h1 (I and W)
+      const PipelineResult none = RunPipeline(sc.name, sc.vpp, Recompute::kNone, kv);
+      for (const Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
+        const PipelineResult rc = RunPipeline(sc.name, sc.vpp, mode, kv);
+        EXPECT_LE(RelErr(rc.losses, none.losses), 1e-6) << sc.name << " kv " << kv;
+        for (std::size_t st = 0; st < none.grads.size(); ++st) {
+          EXPECT_LE(RelErr(rc.grads[st], none.grads[st]), 1e-6)
+              << sc.name << " kv " << kv << " gradients of stage " << st;
         }
       }
     }

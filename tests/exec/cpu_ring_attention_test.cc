@@ -4,6 +4,7 @@
 // gradients of the unsplit model; the Accountant's bytes equal the inventory's prediction.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,10 +21,12 @@
 #include "exec/cpu/ring_attention.h"
 #include "exec/model/data.h"
 #include "tests/exec/cpu_test_util.h"
+#include "tests/exec/kv_widen_reference.h"
 
 namespace pipetwin::cpu {
 namespace {
 
+using testing::KvWiden;
 using testing::RandomVector;
 using testing::RelErr;
 
@@ -118,19 +121,19 @@ TEST(RingAttention, GlobalPositionsAreTheBalancedChunks) {
 // Output and dqkv of the ring on cp ranks equal those of the unsplit causal attention.
 // With dropout > 0 both draw the attention dropout masks of the same key (of 2 × heads heads,
 // these the second half, as TP rank 1 of 2 holds them).
-// With kv_heads (grouped-query attention; ring and all_gather only) the ring takes qkv with K and
-// V of kv_heads heads and the unsplit core the same widened to every query head (KvExpand); the
-// ring's dqkv equals the unsplit one summed back over each group, and its blocks are K and V of
-// the kv heads.
+// With kv_heads (grouped-query attention) the ring takes qkv with K and V of kv_heads heads and
+// the unsplit multi-head core the same widened to every query head (KvWiden, the test's own
+// copy-based reference); the ring's dqkv equals the unsplit one summed back over each group,
+// and its blocks and all-to-alls carry K and V of the kv heads.
 void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Index per_rank = 12,
                          CpExchange exchange = CpExchange::kRing, int a2a_size = 0,
                          float dropout = 0.0f, Index kv_heads = 0) {
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   const Index a = shape.AllToAllRanks(), rings = cp / a;
-  const Index batch = 2, seq = per_rank * cp, heads = kv_heads > 0 ? 4 : 2 * a, d = 8,
-              hl = heads * d;
+  const Index batch = 2, seq = per_rank * cp,
+              heads = kv_heads > 0 ? std::max<Index>(4, 2 * a) : 2 * a, d = 8, hl = heads * d;
   const Index kv = kv_heads > 0 ? kv_heads : heads, kvw = kv * d, qw = hl + 2 * kvw;
-  const KvExpand widen(heads, kv, d);
+  const KvWiden widen(heads, kv, d);
   const char* how = exchange == CpExchange::kRing        ? ""
                     : exchange == CpExchange::kAllGather ? " all_gather"
                     : a < cp                             ? " a2a+p2p"
@@ -199,10 +202,10 @@ void CheckAgainstUnsplit(int cp, bool unmasked_diagonal, bool expect_equal, Inde
     }
     // (cp − 1) K/V blocks in F, (cp − 1) K/V and (cp − 1) dK/dV blocks in I (all_gather: the
     // ring all-gather's, twice, and the ring reduce-scatter's). a2a over a ranks: (a − 1)/a of
-    // the rank's Q K V and output in F, of its dOut and dQ dK dV in I; then the ring's blocks
-    // over the cp / a rings.
-    const std::int64_t want =
-        2 * (a - 1) * (n / cp) * 4 * (hl / a) * 4 + 3 * (rings - 1) * (n / cp) * 2 * kvw * 4;
+    // the rank's Q K V and output in F, of its dOut and dQ dK dV in I (hl + 2 kvw + hl
+    // columns); then the ring's blocks over the cp / a rings.
+    const std::int64_t want = 2 * (a - 1) * (n / cp) * (2 * hl + 2 * kvw) / a * 4 +
+                              3 * (rings - 1) * (n / cp) * 2 * kvw * 4;
     EXPECT_EQ(sent[static_cast<std::size_t>(r)], want) << how;
   }
   const double e_out = RelErr(got_out, ref_out.span());
@@ -273,6 +276,9 @@ TEST(RingAttention, AllToAllEqualsUnsplitAttention) {
 // Grouped-query attention: 4 query heads reading 2 K/V heads, or 1; the ring (cp 1 blocked, 2,
 // 3) and the all-gather pass K and V of the kv heads only (the bytes checked in
 // CheckAgainstUnsplit: kv / heads of multi-head attention's), with and without dropout.
+// Ulysses' all-to-all (cp 2 over 4 heads and 2 K/V heads, cp 4 over 8 and 4) and a2a+p2p (pairs
+// of cp 4, then the ring) give each member its share of the query heads and the K/V heads
+// they read, and move K and V of the kv heads only.
 TEST(RingAttention, GroupedQueryEqualsUnsplitAttention) {
   for (const Index kv : {2, 1}) {
     CheckAgainstUnsplit(1, false, true, 300, CpExchange::kRing, 0, 0.0f, kv);
@@ -282,7 +288,12 @@ TEST(RingAttention, GroupedQueryEqualsUnsplitAttention) {
     }
     CheckAgainstUnsplit(2, false, true, 12, CpExchange::kRing, 0, 0.2f, kv);
   }
+  CheckAgainstUnsplit(2, false, true, 12, CpExchange::kAllToAll, 0, 0.0f, 2);
+  CheckAgainstUnsplit(2, false, true, 12, CpExchange::kAllToAll, 0, 0.2f, 2);
+  CheckAgainstUnsplit(4, false, true, 12, CpExchange::kAllToAll, 0, 0.0f, 4);
+  CheckAgainstUnsplit(4, false, true, 12, CpExchange::kAllToAll, 2, 0.0f, 2);
   CheckAgainstUnsplit(2, true, false, 12, CpExchange::kRing, 0, 0.0f, 1);
+  CheckAgainstUnsplit(4, true, false, 12, CpExchange::kAllToAll, 2, 0.0f, 2);
 }
 
 // parallel.cp_comm: a2a+p2p (Megatron-Core's hierarchical CP): all-to-all within groups of
@@ -316,6 +327,10 @@ void CheckChunk(int cp, int tp, Recompute recompute = Recompute::kNone,
   const CpConfig shape{.size = cp, .exchange = exchange, .a2a_size = a2a_size};
   if (exchange == CpExchange::kAllToAll) {  // each TP rank's heads split over the a2a ranks
     m.heads = tp * shape.AllToAllRanks();
+    if (kv_heads > 0) {  // and its K/V heads too: groups of 2 query heads
+      m.kv_heads = m.heads;
+      m.heads *= 2;
+    }
     m.hidden = 4 * m.heads;
   }
   const ChunkSpec stored{.first_layer = 0, .num_layers = m.layers, .first = true, .last = true};
@@ -441,15 +456,17 @@ TEST(RingAttention, ChunkWithDropoutEqualsUnsplitModel) {
   CheckChunk(4, 1, Recompute::kFull, CpExchange::kAllToAll, 2, p);
 }
 
-// Grouped-query attention in a whole chunk: the ring and the all-gather pass K and V of the kv
-// heads, Ulysses' all-to-all gets them widened; under every recompute mode, with TP (one K/V
-// head a rank) and without, equal to the unsplit chunk, memory equal to the inventory.
+// Grouped-query attention in a whole chunk: the ring, the all-gather and the all-to-alls pass
+// K and V of the kv heads; under every recompute mode, with TP (one K/V head a rank for the
+// ring) and without, equal to the unsplit chunk, memory equal to the inventory. (With a2a the
+// kv_heads argument asks for groups: CheckChunk sets heads 2 tp a, kv tp a.)
 TEST(RingAttention, GroupedQueryChunkEqualsUnsplitModel) {
   for (const Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     CheckChunk(2, 1, mode, CpExchange::kRing, 0, 0.0f, 2);
     CheckChunk(2, 2, mode, CpExchange::kRing, 0, 0.0f, 2);
     CheckChunk(3, 1, mode, CpExchange::kAllGather, 0, 0.0f, 1);
-    CheckChunk(2, 2, mode, CpExchange::kAllToAll, 0, 0.0f, 2);
+    CheckChunk(2, 2, mode, CpExchange::kAllToAll, 0, 0.0f, 1);
+    CheckChunk(4, 1, mode, CpExchange::kAllToAll, 2, 0.0f, 1);
   }
 }
 

@@ -13,7 +13,7 @@
 # otherwise idle machine (other work slows the measured steps; summary.md records the load
 # average).
 #   scripts/make-validation-results.sh [BUILD_DIR [SET ...]]
-# BUILD_DIR defaults to build/release, the sets to pp2 llama-pp2 llama-cp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8
+# BUILD_DIR defaults to build/release, the sets to pp2 llama-pp2 llama-cp2 llama-cp2-a2a dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8
 # recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers
 # (sleep-stragglers: the sleep backend with execution.stragglers, a fixed 1.5x rank and a
 # seeded lognormal draw per rank and step). Sets not named are kept as they are; README.md is
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 shift || true
-sets=${*:-pp2 llama-pp2 llama-cp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers}
+sets=${*:-pp2 llama-pp2 llama-cp2 llama-cp2-a2a dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep sleep-stragglers}
 pipetwin=$build/apps/pipetwin
 [ -x "$pipetwin" ] || { echo "make-results: build first ($pipetwin not found)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -58,7 +58,7 @@ find "$out" \( -name '*.trace.json' -o -name '*.log' \) -delete
   echo
   echo "Made by \`scripts/make-validation-results.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores."
   echo
-  for d in pp2 llama-pp2 llama-cp2 dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep \
+  for d in pp2 llama-pp2 llama-cp2 llama-cp2-a2a dp2 tp2 cp2 cp2-allgather cp2-a2a hybrid8 recompute-full recompute-selective cp2-recompute tutorial sleep \
     sleep-stragglers; do
     [ -f "$out/$d/summary.md" ] || continue
     echo "## $d"
